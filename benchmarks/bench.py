@@ -1,0 +1,623 @@
+"""Benchmark super_serial against tf.data.Dataset.save/load and a naive TFRecord writer.
+
+Two in-memory workloads are saved and loaded by every contender:
+
+* ``images``:  2,000 elements of ``{"image": float32[64, 64, 3], "label": int64}``
+* ``tabular``: 100,000 elements of ``{"x": float32[8], "y": int64, "id": string}``
+
+Contenders (alternated round-robin in one process, so machine noise hits all alike):
+
+* ``super_serial``: ``super_serial.save`` / ``super_serial.load``; its load is also timed
+  with ``load(..., batch_size=512)`` as the row ``super_serial (batched fast path)``.
+* ``tf.data``: ``tf.data.Dataset.save`` / ``tf.data.Dataset.load``.
+* ``naive``: one ``tf.train.Example`` per element built in Python and written with
+  ``tf.io.TFRecordWriter``; read with ``TFRecordDataset(...).map(parse_single_example)``.
+* ``super_serial sharded+gzip``: ``super_serial.save(..., num_shards=4, compression="GZIP")``.
+
+A save is timed in full (including any header or metadata) into a fresh directory; a
+load is timed from building the dataset until every ``ds.batch(512)`` batch has been
+iterated. Results are medians over ``--repeats`` runs; ratios are ``median / tf.data
+median`` for the same workload and operation, so values <= 1.0 beat tf.data.
+
+``--memory`` instead measures streaming: each of super_serial and tf.data saves
+``--memory-gib`` GiB from a generator-backed dataset in a fresh subprocess, which
+reports its peak RSS growth during the save.
+
+Usage::
+
+    python benchmarks/bench.py                         # full benchmark, text table
+    python benchmarks/bench.py --markdown              # Markdown table for the README
+    python benchmarks/bench.py --scale 0.01 --repeats 1
+    python benchmarks/bench.py --memory                # streaming peak-RSS measurement
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+BATCH_SIZE = 512
+SEED = 0
+ALL_WORKLOADS = ("images", "tabular")
+ALL_CONTENDERS = ("super_serial", "tf.data", "naive", "super_serial sharded+gzip")
+MEMORY_CONTENDERS = ("super_serial", "tf.data")
+MEMORY_ELEMENT_SHAPE = (256, 256, 3)
+MEMORY_TARGET_MB = 400
+SAVE_SPEEDUP_TARGET = 20.0
+DISK_OVERHEAD_TARGET = 0.02
+MB = 1e6
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named dict of equal-length numpy arrays, sliced into a dataset element-wise."""
+
+    name: str
+    arrays: dict[str, np.ndarray]
+
+    @property
+    def num_elements(self) -> int:
+        return len(next(iter(self.arrays.values())))
+
+    @property
+    def payload_bytes(self) -> int:
+        """Raw bytes of all values (fixed-width ``S`` arrays count their string bytes)."""
+        return sum(array.nbytes for array in self.arrays.values())
+
+
+def make_images(count: int, rng: np.random.Generator) -> Workload:
+    return Workload(
+        "images",
+        {
+            "image": rng.random((count, 64, 64, 3), dtype=np.float32),
+            "label": rng.integers(0, 10, size=count, dtype=np.int64),
+        },
+    )
+
+
+def make_tabular(count: int, rng: np.random.Generator) -> Workload:
+    return Workload(
+        "tabular",
+        {
+            "x": rng.standard_normal((count, 8), dtype=np.float32),
+            "y": rng.integers(0, 1000, size=count, dtype=np.int64),
+            "id": np.array([b"id%07d" % i for i in range(count)]),
+        },
+    )
+
+
+WORKLOAD_BUILDERS = {"images": (make_images, 2_000), "tabular": (make_tabular, 100_000)}
+
+
+def build_workload(name: str, scale: float) -> Workload:
+    builder, base_count = WORKLOAD_BUILDERS[name]
+    return builder(max(1, round(base_count * scale)), np.random.default_rng(SEED))
+
+
+# --------------------------------------------------------------------------- contenders
+
+# save(dataset, fresh_dir) -> target passed to each loader.
+SaveFn = Callable[[tf.data.Dataset, Path], Path]
+# loader(target, element_spec) -> dataset yielding batches of BATCH_SIZE elements.
+LoadFn = Callable[[Path, dict], tf.data.Dataset]
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One way of saving a dataset, plus one or more timed ways of loading it back.
+
+    ``loaders`` maps the table row label to a loader; the first is the contender's own row.
+    """
+
+    name: str
+    save: SaveFn
+    loaders: dict[str, LoadFn]
+
+
+def _super_serial():
+    import super_serial
+
+    return super_serial
+
+
+def super_serial_save(dataset: tf.data.Dataset, run_dir: Path, **options) -> Path:
+    target = run_dir / "data.tfrecord"
+    _super_serial().save(dataset, str(target), **options)
+    return target
+
+
+def super_serial_load(target: Path, _spec: dict) -> tf.data.Dataset:
+    return _super_serial().load(str(target)).batch(BATCH_SIZE)
+
+
+def super_serial_load_batched(target: Path, _spec: dict) -> tf.data.Dataset:
+    return _super_serial().load(str(target), batch_size=BATCH_SIZE)
+
+
+def sharded_gzip_save(dataset: tf.data.Dataset, run_dir: Path) -> Path:
+    return super_serial_save(dataset, run_dir, num_shards=4, compression="GZIP")
+
+
+def tf_data_save(dataset: tf.data.Dataset, run_dir: Path) -> Path:
+    target = run_dir / "snapshot"
+    dataset.save(str(target))
+    return target
+
+
+def tf_data_load(target: Path, _spec: dict) -> tf.data.Dataset:
+    return tf.data.Dataset.load(str(target)).batch(BATCH_SIZE)
+
+
+def _naive_feature(value) -> tf.train.Feature:
+    flat = np.asarray(value).reshape(-1)
+    if flat.dtype.kind == "f":
+        return tf.train.Feature(float_list=tf.train.FloatList(value=flat.tolist()))
+    if flat.dtype.kind in "iu":
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=flat.tolist()))
+    if flat.dtype.kind in "SO":
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=flat.tolist()))
+    raise TypeError(f"naive writer does not support dtype {flat.dtype}")
+
+
+def naive_save(dataset: tf.data.Dataset, run_dir: Path) -> Path:
+    """Reference writer: one Example per element, built in Python from ``.numpy()``."""
+    target = run_dir / "data.tfrecord"
+    with tf.io.TFRecordWriter(str(target)) as writer:
+        for element in dataset:
+            features = {key: _naive_feature(value.numpy()) for key, value in element.items()}
+            example = tf.train.Example(features=tf.train.Features(feature=features))
+            writer.write(example.SerializeToString())
+    return target
+
+
+def naive_load(target: Path, spec: dict) -> tf.data.Dataset:
+    """Reference reader; unlike the others it needs the schema passed in out of band."""
+    features = {
+        key: tf.io.FixedLenFeature(tensor_spec.shape.as_list(), tensor_spec.dtype)
+        for key, tensor_spec in spec.items()
+    }
+    records = tf.data.TFRecordDataset(str(target))
+    return records.map(lambda record: tf.io.parse_single_example(record, features)).batch(
+        BATCH_SIZE
+    )
+
+
+CONTENDERS = {
+    "super_serial": Contender(
+        "super_serial",
+        super_serial_save,
+        {
+            "super_serial": super_serial_load,
+            "super_serial (batched fast path)": super_serial_load_batched,
+        },
+    ),
+    "tf.data": Contender("tf.data", tf_data_save, {"tf.data": tf_data_load}),
+    "naive": Contender("naive", naive_save, {"naive": naive_load}),
+    "super_serial sharded+gzip": Contender(
+        "super_serial sharded+gzip",
+        sharded_gzip_save,
+        {"super_serial sharded+gzip": super_serial_load},
+    ),
+}
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Row:
+    """All timings of one (workload, contender row, operation)."""
+
+    workload: Workload
+    label: str
+    op: str
+    seconds: list[float] = field(default_factory=list)
+    disk_bytes: int = 0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def disk_bytes(directory: Path) -> int:
+    return sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
+
+
+def timed_save(contender: Contender, dataset: tf.data.Dataset, run_dir: Path):
+    start = time.perf_counter()
+    target = contender.save(dataset, run_dir)
+    return target, time.perf_counter() - start
+
+
+def timed_load(loader: LoadFn, target: Path, workload: Workload, spec: dict) -> float:
+    """Build the dataset, iterate every batch, and check that every element came back."""
+    start = time.perf_counter()
+    count = 0
+    for batch in loader(target, spec):
+        count += int(tf.nest.flatten(batch)[0].shape[0])
+    elapsed = time.perf_counter() - start
+    if count != workload.num_elements:
+        raise RuntimeError(f"loaded {count} of {workload.num_elements} elements from {target}")
+    return elapsed
+
+
+def run_once(contender, workload, dataset, workdir: Path, rows: dict) -> None:
+    """Save into a fresh directory, time every loader on it, then delete it."""
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
+    try:
+        target, save_seconds = timed_save(contender, dataset, run_dir)
+        size = disk_bytes(run_dir)
+        record(rows, workload, contender.name, "save", save_seconds, size)
+        for label, loader in contender.loaders.items():
+            load_seconds = timed_load(loader, target, workload, dataset.element_spec)
+            record(rows, workload, label, "load", load_seconds, size)
+    finally:
+        shutil.rmtree(run_dir)
+
+
+def record(rows: dict, workload: Workload, label: str, op: str, seconds: float, size: int):
+    row = rows.setdefault((workload.name, label, op), Row(workload, label, op))
+    row.seconds.append(seconds)
+    row.disk_bytes = size
+
+
+def run_workload(workload, contenders, repeats, naive_repeats, workdir: Path) -> dict:
+    """Round-robin: every repeat runs each contender once, rotating who goes first."""
+    dataset = tf.data.Dataset.from_tensor_slices(workload.arrays)
+    rows: dict = {}
+    for repeat in range(repeats):
+        shift = repeat % len(contenders)
+        for contender in contenders[shift:] + contenders[:shift]:
+            if contender.name == "naive" and repeat >= naive_repeats:
+                continue
+            print(f"  {workload.name}: run {repeat + 1}/{repeats} {contender.name}", file=sys.stderr)
+            run_once(contender, workload, dataset, workdir, rows)
+    return rows
+
+
+# --------------------------------------------------------------------------- reporting
+
+COLUMNS = (
+    "workload",
+    "contender",
+    "op",
+    "runs",
+    "median s",
+    "min s",
+    "max s",
+    "MB/s",
+    "elements/s",
+    "bytes on disk",
+    "ratio vs tf.data",
+)
+
+
+def table_rows(rows: dict) -> list[tuple[str, ...]]:
+    """Format rows, ordered by workload, then operation, then contender (insertion order)."""
+    workload_order = {name: i for i, name in enumerate(dict.fromkeys(k[0] for k in rows))}
+    ordered = sorted(rows.values(), key=lambda r: (workload_order[r.workload.name], r.op != "save"))
+    lines = []
+    for row in ordered:
+        reference = rows.get((row.workload.name, "tf.data", row.op))
+        ratio = f"{row.median / reference.median:.2f}" if reference else "n/a"
+        lines.append(
+            (
+                row.workload.name,
+                row.label,
+                row.op,
+                str(len(row.seconds)),
+                f"{row.median:.3f}",
+                f"{min(row.seconds):.3f}",
+                f"{max(row.seconds):.3f}",
+                f"{row.workload.payload_bytes / MB / row.median:.1f}",
+                f"{row.workload.num_elements / row.median:,.0f}",
+                f"{row.disk_bytes:,}",
+                ratio,
+            )
+        )
+    return lines
+
+
+def format_table(header: tuple[str, ...], lines: list[tuple[str, ...]], markdown: bool) -> str:
+    """Text columns (first three left-aligned, numbers right-aligned) or a Markdown table."""
+    if markdown:
+        aligns = tuple("---" if i < 3 else "---:" for i in range(len(header)))
+        return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, aligns, *lines])
+    widths = [max(len(cells[i]) for cells in [header, *lines]) for i in range(len(header))]
+    rule = tuple("-" * width for width in widths)
+    return "\n".join(
+        "  ".join(
+            cell.ljust(width) if i < 3 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths))
+        )
+        for cells in [header, rule, *lines]
+    )
+
+
+def summary_lines(rows: dict, workloads, naive_repeats: int, repeats: int) -> list[str]:
+    """Targets: naive/super_serial save speedup and image on-disk overhead."""
+    lines = []
+    for workload in workloads:
+        naive = rows.get((workload.name, "naive", "save"))
+        ours = rows.get((workload.name, "super_serial", "save"))
+        if naive and ours:
+            lines.append(
+                f"{workload.name}: save time naive / super_serial = "
+                f"{naive.median / ours.median:.1f}x (target >= {SAVE_SPEEDUP_TARGET:.0f}x)"
+            )
+    images = next((w for w in workloads if w.name == "images"), None)
+    if images:
+        for (name, label, op), row in rows.items():
+            if name == "images" and op == "save":
+                overhead = row.disk_bytes / images.payload_bytes - 1
+                target = f" (target within {DISK_OVERHEAD_TARGET:.0%})" * (label == "super_serial")
+                lines.append(
+                    f"images: {label} on disk / raw float32+int64 bytes = {overhead:+.2%}{target}"
+                )
+    if any(label == "naive" for _, label, _ in rows) and naive_repeats < repeats:
+        lines.append(
+            f"naive ran {naive_repeats} of {repeats} repeats to bound runtime "
+            "(see the runs column; --naive-repeats changes this)"
+        )
+    lines.append(
+        "MB/s = raw payload bytes / 1e6 / median; ratio vs tf.data = median / tf.data "
+        "median for the same workload and op (<= 1.0 is better); load = build + iterate "
+        f"ds.batch({BATCH_SIZE})"
+    )
+    return lines
+
+
+def machine_info() -> list[str]:
+    return [
+        f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"platform: {platform.platform()}",
+        f"python: {platform.python_version()}",
+        f"cpu count: {os.cpu_count()}",
+        f"tensorflow: {tf.__version__}",
+        f"numpy: {np.__version__}",
+    ]
+
+
+def print_lines(lines: list[str], markdown: bool) -> None:
+    for line in lines:
+        print(f"- {line}" if markdown else line)
+
+
+# --------------------------------------------------------------------------- memory mode
+
+
+def proc_status_bytes(key: str) -> int:
+    """A ``/proc/self/status`` memory field (e.g. VmRSS, VmHWM) in bytes (Linux only)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def reset_peak_rss() -> None:
+    """Reset VmHWM to the current RSS (Linux >= 4.0); without it growth is overestimated."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+    except OSError:
+        pass
+
+
+def streaming_dataset(gib: float) -> tuple[tf.data.Dataset, int]:
+    """A generator-backed dataset of fresh float32 arrays totalling about ``gib`` GiB."""
+    element_bytes = int(np.prod(MEMORY_ELEMENT_SHAPE)) * 4
+    count = max(1, round(gib * 2**30 / element_bytes))
+
+    def generate():
+        rng = np.random.default_rng(SEED)
+        for _ in range(count):
+            yield rng.random(MEMORY_ELEMENT_SHAPE, dtype=np.float32)
+
+    signature = tf.TensorSpec(MEMORY_ELEMENT_SHAPE, tf.float32)
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    return dataset, count * element_bytes
+
+
+def memory_child(name: str, out_dir: Path, gib: float) -> None:
+    """Runs in a fresh subprocess: save the stream once and print a JSON report."""
+    dataset, payload = streaming_dataset(gib)
+    for _ in dataset.take(1):  # warm up the TF runtime before taking the baseline
+        pass
+    baseline = proc_status_bytes("VmRSS")
+    reset_peak_rss()
+    start = time.perf_counter()
+    CONTENDERS[name].save(dataset, out_dir)
+    seconds = time.perf_counter() - start
+    report = {
+        "contender": name,
+        "payload_bytes": payload,
+        "disk_bytes": disk_bytes(out_dir),
+        "seconds": seconds,
+        "baseline_rss": baseline,
+        "peak_rss": proc_status_bytes("VmHWM"),
+    }
+    print(json.dumps(report))
+
+
+def run_memory_subprocess(name: str, gib: float, workdir: Path) -> dict:
+    run_dir = Path(tempfile.mkdtemp(prefix="memory-", dir=workdir))
+    command = [
+        sys.executable, __file__, "--memory-child", name, str(run_dir), "--memory-gib", str(gib)
+    ]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    finally:
+        shutil.rmtree(run_dir)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr)
+        raise SystemExit(f"memory run for {name} failed with exit code {result.returncode}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def rss_growth(report: dict) -> int:
+    return report["peak_rss"] - report["baseline_rss"]
+
+
+def memory_table(reports: list[dict]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    header = (
+        "contender",
+        "payload GiB",
+        "save s",
+        "MB/s",
+        "bytes on disk",
+        "baseline RSS MB",
+        "peak RSS MB",
+        "peak RSS growth MB",
+    )
+    lines = [
+        (
+            report["contender"],
+            f"{report['payload_bytes'] / 2**30:.2f}",
+            f"{report['seconds']:.2f}",
+            f"{report['payload_bytes'] / MB / report['seconds']:.1f}",
+            f"{report['disk_bytes']:,}",
+            f"{report['baseline_rss'] / MB:.0f}",
+            f"{report['peak_rss'] / MB:.0f}",
+            f"{rss_growth(report) / MB:.0f}",
+        )
+        for report in reports
+    ]
+    return header, lines
+
+
+def run_memory(args, names: list[str], workdir: Path) -> None:
+    print_lines(machine_info(), args.markdown)
+    intro = f"streaming save of {args.memory_gib} GiB, each contender in a fresh subprocess"
+    print_lines([intro], args.markdown)
+    reports = []
+    for name in names:
+        print(f"  memory: {name}", file=sys.stderr)
+        reports.append(run_memory_subprocess(name, args.memory_gib, workdir))
+    print()
+    print(format_table(*memory_table(reports), args.markdown))
+    print()
+    summary = [
+        f"{report['contender']}: peak RSS growth {rss_growth(report) / MB:.0f} MB"
+        + f" (target < {MEMORY_TARGET_MB} MB)" * (report["contender"] == "super_serial")
+        for report in reports
+    ]
+    summary.append("peak RSS growth = VmHWM during the save - VmRSS just before it; MB = 1e6 bytes")
+    print_lines(summary, args.markdown)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def comma_list(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        unknown = sorted(set(names) - set(allowed))
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated subset of {','.join(allowed)}, got {text!r}"
+            )
+        return names
+
+    return parse
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Benchmark super_serial save/load against tf.data.Dataset.save/load "
+        "and a naive per-element TFRecord writer. Prints machine info, then a table of "
+        "median/min/max seconds, throughput, bytes on disk and the ratio vs tf.data.",
+    )
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="runs per contender, alternated round-robin (default: 5)")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiplies element counts: 2,000 images and 100,000 tabular "
+                        "rows at 1.0 (default: 1.0)")
+    parser.add_argument("--workloads", type=comma_list(ALL_WORKLOADS), default=list(ALL_WORKLOADS),
+                        help="comma-separated workloads (default: images,tabular)")
+    parser.add_argument("--contenders", type=comma_list(ALL_CONTENDERS),
+                        default=list(ALL_CONTENDERS),
+                        help="comma-separated contenders (default: all of "
+                        f"{','.join(ALL_CONTENDERS)})")
+    parser.add_argument("--skip-naive", action="store_true",
+                        help="do not run the naive writer, by far the slowest contender")
+    parser.add_argument("--naive-repeats", type=int, default=None,
+                        help="runs for the slow naive writer (default: min(repeats, 2))")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the tables as Markdown, e.g. for the README")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for a temporary work dir, removed afterwards "
+                        "(default: the system temp dir)")
+    parser.add_argument("--memory", action="store_true",
+                        help="instead measure peak RSS growth while streaming --memory-gib GiB "
+                        "from a generator into super_serial.save and tf.data.Dataset.save, "
+                        "each in a fresh subprocess")
+    parser.add_argument("--memory-gib", type=float, default=1.5,
+                        help="GiB streamed per contender in --memory mode (default: 1.5)")
+    parser.add_argument("--memory-child", nargs=2, metavar=("CONTENDER", "DIR"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    if args.skip_naive and "naive" in args.contenders:
+        args.contenders.remove("naive")
+    if args.naive_repeats is None:
+        args.naive_repeats = min(args.repeats, 2)
+    return args
+
+
+def run_benchmark(args, workdir: Path) -> None:
+    print_lines(machine_info(), args.markdown)
+    contenders = [CONTENDERS[name] for name in args.contenders]
+    workloads = [build_workload(name, args.scale) for name in args.workloads]
+    rows: dict = {}
+    for workload in workloads:
+        rows.update(run_workload(workload, contenders, args.repeats, args.naive_repeats, workdir))
+    print()
+    print(format_table(COLUMNS, table_rows(rows), args.markdown))
+    print()
+    print_lines(summary_lines(rows, workloads, args.naive_repeats, args.repeats), args.markdown)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.memory_child:
+        name, out_dir = args.memory_child
+        memory_child(name, Path(out_dir), args.memory_gib)
+        return
+    base = args.out or Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="super_serial_bench-", dir=base))
+    try:
+        if args.memory:
+            run_memory(args, [n for n in args.contenders if n in MEMORY_CONTENDERS], workdir)
+        else:
+            run_benchmark(args, workdir)
+    finally:
+        shutil.rmtree(workdir)
+
+
+if __name__ == "__main__":
+    main()

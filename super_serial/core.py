@@ -1,0 +1,1416 @@
+"""super_serial core: save any tf.data.Dataset as tf.train.Example TFRecords plus a YAML header.
+
+This file is self-contained (standard library, numpy, tensorflow, yaml only) so that it can be
+vendored by copying it into another project. Sections follow the data: errors, the dtype table and
+header schema, the codecs (encode beside decode), writing, reading.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import math
+import posixpath
+import sys
+import time
+import uuid
+from typing import Any, Iterable
+
+import numpy as np
+import tensorflow as tf
+import yaml
+
+__all__ = [
+    "CorruptDataError",
+    "HeaderError",
+    "SchemaError",
+    "SuperSerialError",
+    "default_header_path",
+    "load",
+    "read_header",
+    "save",
+    "verify",
+]
+
+FORMAT_NAME = "super_serial"
+FORMAT_VERSION = 1
+HEADER_SUFFIX = ".header.yaml"
+COMPRESSIONS = (None, "GZIP", "ZLIB")
+BARE_TENSOR_NAME = "tensor"
+_MAX_RECORD_BYTES = 2**31 - 1  # protobuf's hard limit on one serialized message
+_MAX_BLOCK_RECORDS = 2**16
+_TARGET_BLOCK_BYTES = 1 << 20  # records parsed together on load (and written together on save)
+_TARGET_BATCH_BYTES = 4 << 20  # elements encoded together on save
+_MAX_BATCH_RECORDS = 8192
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+
+
+class SuperSerialError(Exception):
+    """Base class of every error super_serial raises."""
+
+
+class HeaderError(SuperSerialError):
+    """A header file is missing, unreadable, or has an invalid field."""
+
+
+class SchemaError(SuperSerialError):
+    """A dataset cannot be represented, or records do not match their header."""
+
+
+class CorruptDataError(SuperSerialError):
+    """A record file is missing, truncated, corrupt, or holds a different number of records."""
+
+
+# --------------------------------------------------------------------------------------------
+# The dtype table and the header schema
+# --------------------------------------------------------------------------------------------
+
+# Encodings: how one feature's values sit in its tf.train.Feature.
+#   int64: Int64List of the values (narrow ints and bool widened to int64).
+#   float: FloatList of float32 values.
+#   bytes: BytesList, one entry per string value.
+#   raw:   BytesList with one entry: the values' little-endian bytes, row-major.
+ENCODINGS = ("int64", "float", "bytes", "raw")
+
+
+@dataclasses.dataclass(frozen=True)
+class _DType:
+    name: str
+    tf_dtype: tf.DType
+    encoding: str  # the encoding save() writes
+    raw_as: tf.DType | None = None  # dtype tf.io.decode_raw reads, bitcast to tf_dtype after
+
+
+_DTYPE_TABLE = (
+    _DType("bool", tf.bool, "int64"),
+    _DType("int8", tf.int8, "int64"),
+    _DType("int16", tf.int16, "int64"),
+    _DType("int32", tf.int32, "int64"),
+    _DType("int64", tf.int64, "int64"),
+    _DType("uint8", tf.uint8, "int64"),
+    _DType("uint16", tf.uint16, "int64"),
+    _DType("uint32", tf.uint32, "int64"),
+    _DType("uint64", tf.uint64, "raw", tf.int64),
+    _DType("float16", tf.float16, "raw", tf.float16),
+    _DType("bfloat16", tf.bfloat16, "raw", tf.uint16),
+    _DType("float32", tf.float32, "float"),
+    _DType("float64", tf.float64, "raw", tf.float64),
+    _DType("complex64", tf.complex64, "raw", tf.complex64),
+    _DType("complex128", tf.complex128, "raw", tf.complex128),
+    _DType("string", tf.string, "bytes"),
+)
+_DTYPES = {d.name: d for d in _DTYPE_TABLE}
+_DTYPES_BY_ENUM = {d.tf_dtype.as_datatype_enum: d for d in _DTYPE_TABLE}
+
+# Which encodings a header may pair with a dtype. Files of the original module store every
+# float as a FloatList and every integer as an Int64List; those still load.
+_LEGAL_ENCODINGS = {
+    d.name: {d.encoding}
+    | ({"float"} if d.tf_dtype.is_floating else set())
+    | ({"int64"} if d.tf_dtype.is_integer else set())
+    | ({"raw"} if d.name != "string" else set())
+    for d in _DTYPE_TABLE
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Feature:
+    """One tensor of the element structure, as the header describes it."""
+
+    name: str
+    path: tuple
+    dtype: _DType
+    shape: tuple  # ints, None for unknown dims
+    encoding: str
+    ragged_rank: int = 0
+    row_splits_dtype: str = "int64"
+
+    @property
+    def kind(self) -> str:
+        if self.ragged_rank:
+            return "ragged"
+        return "fixed" if None not in self.shape else "varshape"
+
+    @property
+    def shape_key(self) -> str:
+        return f"{self.name}#shape"
+
+    def lengths_key(self, level: int) -> str:
+        return f"{self.name}#row_lengths_{level}"
+
+    @property
+    def keys(self) -> list[str]:
+        """Every tf.train.Example key this feature writes."""
+        if self.kind == "varshape":
+            return [self.name, self.shape_key]
+        return [self.name] + [self.lengths_key(k) for k in range(self.ragged_rank)]
+
+    @property
+    def inner_shape(self) -> tuple:
+        """Shape of one row of the flat values: the dims after the ragged ones."""
+        return self.shape[self.ragged_rank + 1 :] if self.ragged_rank else ()
+
+    def spec(self, original_dtypes: bool = True):
+        dtype = self.dtype.tf_dtype if original_dtypes else _STORED[self.encoding]
+        if self.encoding == "raw" and not original_dtypes:
+            return tf.TensorSpec([], tf.string)
+        if self.ragged_rank:
+            return tf.RaggedTensorSpec(
+                self.shape, dtype, self.ragged_rank, tf.as_dtype(self.row_splits_dtype)
+            )
+        return tf.TensorSpec(self.shape, dtype)
+
+    def to_yaml(self) -> dict:
+        out = {
+            "path": list(self.path),
+            "dtype": self.dtype.name,
+            "dtype_enum": self.dtype.tf_dtype.as_datatype_enum,
+            "shape": list(self.shape),
+            "encoding": self.encoding,
+        }
+        if self.ragged_rank:
+            out["ragged_rank"] = self.ragged_rank
+            out["row_splits_dtype"] = self.row_splits_dtype
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shard:
+    file: str  # base name, in the folder of tfrecord_path
+    num_records: int | None
+    num_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Header:
+    features: tuple  # of _Feature, in tf.nest order of the structure
+    structure: Any  # dict -> mapping, tuple -> list, leaf -> feature name
+    num_records: int | None
+    shards: tuple  # of _Shard
+    compression: str | None
+    block_records: int
+    layout: str  # "round_robin" (block i in shard i % n) or "sequential"
+    version: int
+
+    def to_yaml(self) -> dict:
+        return {
+            "format": FORMAT_NAME,
+            "version": self.version,
+            "structure": self.structure,
+            "features": {f.name: f.to_yaml() for f in self.features},
+            "num_records": self.num_records,
+            "compression": self.compression,
+            "block_records": self.block_records,
+            "layout": self.layout,
+            "shards": [dataclasses.asdict(s) for s in self.shards],
+        }
+
+
+def default_header_path(tfrecord_path) -> str:
+    """Where the header sits when `header_path` is omitted: `<tfrecord_path>.header.yaml`."""
+    return _fspath(tfrecord_path) + HEADER_SUFFIX
+
+
+def shard_file_names(base: str, num_shards: int) -> list[str]:
+    """`base` for one shard, else `base-00000-of-0000N` (the TensorFlow/TFDS convention)."""
+    if num_shards == 1:
+        return [base]
+    return [f"{base}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
+
+
+def _fspath(path) -> str:
+    import os
+
+    path = os.fspath(path)
+    return path.decode() if isinstance(path, bytes) else path
+
+
+def _feature_name(path: tuple) -> str:
+    return "/".join(str(p) for p in path) if path else BARE_TENSOR_NAME
+
+
+def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
+    """The features and structure skeleton of a dataset's element_spec; SchemaError if unsupported."""
+    features: list[_Feature] = []
+
+    def visit(spec, path):
+        if isinstance(spec, collections.abc.Mapping):
+            if not spec:
+                raise SchemaError(f"feature '{_feature_name(path)}': empty dicts cannot be saved")
+            for key in spec:
+                if not isinstance(key, str):
+                    raise SchemaError(
+                        f"feature '{_feature_name(path)}': dict key {key!r} is a "
+                        f"{type(key).__name__}; only str keys are supported"
+                    )
+            return {k: visit(spec[k], path + (k,)) for k in sorted(spec)}
+        if isinstance(spec, tuple) and not hasattr(spec, "_fields"):
+            if not spec:
+                raise SchemaError(f"feature '{_feature_name(path)}': empty tuples cannot be saved")
+            return [visit(s, path + (i,)) for i, s in enumerate(spec)]
+        features.append(_feature_from_spec(spec, path))
+        return features[-1].name
+
+    skeleton = visit(element_spec, ())
+    keys = [k for f in features for k in f.keys]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise SchemaError(
+            f"feature '{duplicates[0]}': two parts of the element structure map to the same "
+            "TFRecord key; rename dict keys that contain '/' or '#'"
+        )
+    return features, skeleton
+
+
+def _feature_from_spec(spec, path) -> _Feature:
+    name = _feature_name(path)
+    if isinstance(spec, tf.RaggedTensorSpec):
+        ragged_rank = spec.ragged_rank
+    elif isinstance(spec, tf.TensorSpec):
+        ragged_rank = 0
+    else:
+        kind = type(spec).__name__
+        if hasattr(spec, "_fields") or isinstance(spec, list):
+            kind = f"{kind} (use a dict or a plain tuple)"
+        raise SchemaError(
+            f"feature '{name}': {kind} is not supported; "
+            "super_serial saves tf.Tensor and tf.RaggedTensor components"
+        )
+    dtype = _DTYPES.get(spec.dtype.name if spec.dtype != tf.string else "string")
+    if dtype is None:
+        raise SchemaError(
+            f"feature '{name}': dtype {spec.dtype.name} is not supported; "
+            f"supported: {', '.join(_DTYPES)}"
+        )
+    if spec.shape.rank is None:
+        raise SchemaError(
+            f"feature '{name}': unknown rank is not supported; give the dataset a shape of "
+            "known rank (dims may be None), e.g. with tf.ensure_shape"
+        )
+    shape = tuple(spec.shape.as_list())
+    feature = _Feature(name, path, dtype, shape, dtype.encoding, ragged_rank)
+    if ragged_rank:
+        feature = dataclasses.replace(feature, row_splits_dtype=spec.row_splits_dtype.name)
+        if None in feature.inner_shape:
+            raise SchemaError(
+                f"feature '{name}': ragged tensor of shape {list(shape)} has unknown dims after "
+                f"its {ragged_rank} ragged dims; those must be known"
+            )
+    return feature
+
+
+# ---- reading and validating a header ------------------------------------------------------
+
+
+def read_header(header_path) -> dict:
+    """Reads and validates a header file.
+
+    Args:
+      header_path: The header's path (any `tf.io.gfile` path).
+
+    Returns:
+      The header as a dict, in the current format (files of the original module are converted;
+      their `version` is 0).
+
+    Raises:
+      HeaderError: The file is missing, is not safe YAML, or has an invalid field.
+
+    Example:
+      >>> header = read_header("data.tfrecord.header.yaml")  # doctest: +SKIP
+      >>> header["num_records"]  # doctest: +SKIP
+      2000
+    """
+    return _read_header(_fspath(header_path)).to_yaml()
+
+
+def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
+    if not tf.io.gfile.exists(header_path):
+        raise HeaderError(f"{header_path}: header file not found")
+    try:
+        with tf.io.gfile.GFile(header_path, "rb") as f:
+            text = f.read(16 << 20)
+    except tf.errors.OpError as e:
+        raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, yaml.constructor.ConstructorError):
+            reason = "YAML tags are not allowed in a header (" + str(e.problem) + ")"
+        raise HeaderError(f"{header_path}: not a valid header: {reason}") from None
+    except (ValueError, TypeError, RecursionError) as e:  # e.g. undecodable bytes
+        raise HeaderError(f"{header_path}: not a valid header: {e}") from None
+    base = posixpath.basename(tfrecord_path) if tfrecord_path else None
+    return _HeaderParser(header_path).parse(raw, base)
+
+
+class _HeaderParser:
+    """Validates every field of a loaded YAML header, naming the field on failure."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, field: str, problem: str):
+        raise HeaderError(f"{self.source}: field '{field}': {problem}")
+
+    def get(self, mapping: dict, key: str, field: str, kind, *, optional=False, default=None):
+        if key not in mapping:
+            if optional:
+                return default
+            self.fail(field, "missing")
+        value = mapping[key]
+        if not _is_kind(value, kind):
+            self.fail(field, f"expected {_kind_name(kind)}, found {_short(value)}")
+        return value
+
+    def parse(self, raw, tfrecord_base: str | None) -> _Header:
+        if not isinstance(raw, dict):
+            raise HeaderError(f"{self.source}: not a valid header: expected a mapping, found "
+                              f"{_short(raw)}")
+        if "format" not in raw and "version" not in raw:
+            return self.parse_legacy(raw, tfrecord_base)
+        if raw.get("format") != FORMAT_NAME:
+            self.fail("format", f"expected '{FORMAT_NAME}', found {_short(raw.get('format'))}")
+        version = self.get(raw, "version", "version", int)
+        if version != FORMAT_VERSION:
+            self.fail("version", f"this super_serial reads version {FORMAT_VERSION}, found "
+                                 f"{version}")
+        features_raw = self.get(raw, "features", "features", dict)
+        structure = raw.get("structure")
+        leaves = self.parse_structure(structure, "structure", ())
+        if sorted(n for n, _ in leaves) != sorted(features_raw):
+            self.fail("structure", "its leaves do not name exactly the features listed under "
+                                   "'features'")
+        features = []
+        for name, path in leaves:
+            features.append(self.parse_feature(name, features_raw[name], path))
+        num_records = self.get(raw, "num_records", "num_records", int)
+        if num_records < 0:
+            self.fail("num_records", f"must be >= 0, found {num_records}")
+        compression = raw.get("compression")
+        if compression not in COMPRESSIONS:
+            self.fail("compression", f"expected one of {list(COMPRESSIONS)}, found "
+                                     f"{_short(compression)}")
+        block = self.get(raw, "block_records", "block_records", int)
+        if not 1 <= block <= _MAX_BLOCK_RECORDS:
+            self.fail("block_records", f"must be in 1..{_MAX_BLOCK_RECORDS}, found {block}")
+        layout = raw.get("layout")
+        if layout not in ("round_robin", "sequential"):
+            self.fail("layout", f"expected 'round_robin' or 'sequential', found {_short(layout)}")
+        shards_raw = self.get(raw, "shards", "shards", list)
+        if not shards_raw:
+            self.fail("shards", "must list at least one file")
+        shards = tuple(self.parse_shard(s, i) for i, s in enumerate(shards_raw))
+        total = sum(s.num_records for s in shards)
+        if total != num_records:
+            self.fail("shards", f"record counts add up to {total}, but num_records is "
+                                f"{num_records}")
+        return _Header(tuple(features), structure, num_records, shards, compression, block,
+                       layout, version)
+
+    def parse_structure(self, node, field, path) -> list:
+        if isinstance(node, str):
+            return [(node, path)]
+        if isinstance(node, dict) and node:
+            out = []
+            for key in sorted(node, key=str):
+                if not isinstance(key, str):
+                    self.fail(field, f"dict key {_short(key)} is not a string")
+                out += self.parse_structure(node[key], f"{field}.{key}", path + (key,))
+            return out
+        if isinstance(node, list) and node:
+            out = []
+            for i, item in enumerate(node):
+                out += self.parse_structure(item, f"{field}[{i}]", path + (i,))
+            return out
+        self.fail(field, f"expected a feature name, a non-empty mapping or a non-empty list, "
+                         f"found {_short(node)}")
+
+    def parse_feature(self, name, raw, path) -> _Feature:
+        field = f"features.{name}"
+        if not isinstance(raw, dict):
+            self.fail(field, f"expected a mapping, found {_short(raw)}")
+        dtype_name = self.get(raw, "dtype", f"{field}.dtype", str)
+        dtype = _DTYPES.get(dtype_name)
+        if dtype is None:
+            self.fail(f"{field}.dtype", f"unknown dtype {_short(dtype_name)}; known: "
+                                        f"{', '.join(_DTYPES)}")
+        enum = self.get(raw, "dtype_enum", f"{field}.dtype_enum", int, optional=True)
+        if enum is not None and enum != dtype.tf_dtype.as_datatype_enum:
+            self.fail(f"{field}.dtype_enum", f"{enum} does not match dtype {dtype_name} "
+                                             f"({dtype.tf_dtype.as_datatype_enum})")
+        header_path = self.get(raw, "path", f"{field}.path", list)
+        if tuple(header_path) != path:
+            self.fail(f"{field}.path", f"{header_path} does not match its place in 'structure' "
+                                       f"({list(path)})")
+        shape = self.parse_shape(raw.get("shape"), f"{field}.shape")
+        encoding = self.get(raw, "encoding", f"{field}.encoding", str)
+        if encoding not in _LEGAL_ENCODINGS[dtype_name]:
+            self.fail(f"{field}.encoding", f"{_short(encoding)} cannot hold {dtype_name}; "
+                                           f"expected one of {sorted(_LEGAL_ENCODINGS[dtype_name])}")
+        ragged_rank = self.get(raw, "ragged_rank", f"{field}.ragged_rank", int, optional=True,
+                               default=0)
+        if not 0 <= ragged_rank < max(len(shape), 1):
+            self.fail(f"{field}.ragged_rank", f"must be in 0..{len(shape) - 1}, found "
+                                              f"{ragged_rank}")
+        splits = self.get(raw, "row_splits_dtype", f"{field}.row_splits_dtype", str,
+                          optional=True, default="int64")
+        if splits not in ("int32", "int64"):
+            self.fail(f"{field}.row_splits_dtype", f"expected int32 or int64, found "
+                                                   f"{_short(splits)}")
+        feature = _Feature(name, path, dtype, shape, encoding, ragged_rank, splits)
+        if ragged_rank and None in feature.inner_shape:
+            self.fail(f"{field}.shape", "dims after the ragged dims must be known")
+        if ragged_rank and encoding == "raw" and feature.row_splits_dtype not in ("int32",
+                                                                                   "int64"):
+            self.fail(f"{field}.row_splits_dtype", "invalid")
+        known = [d for d in shape if d is not None]
+        itemsize = 1 if dtype.name == "string" else dtype.tf_dtype.size
+        if math.prod(known) * itemsize > _MAX_RECORD_BYTES:
+            self.fail(f"{field}.shape", f"{list(shape)} is larger than a record can hold (2 GiB)")
+        return feature
+
+    def parse_shape(self, raw, field) -> tuple:
+        if not isinstance(raw, list) or not all(
+            d is None or (_is_kind(d, int) and d >= 0) for d in raw
+        ):
+            self.fail(field, f"expected a list of non-negative integers or null, found "
+                             f"{_short(raw)}")
+        if len(raw) > 32:
+            self.fail(field, f"rank {len(raw)} is more than 32")
+        return tuple(raw)
+
+    def parse_shard(self, raw, i) -> _Shard:
+        field = f"shards[{i}]"
+        if not isinstance(raw, dict):
+            self.fail(field, f"expected a mapping, found {_short(raw)}")
+        file = self.get(raw, "file", f"{field}.file", str)
+        if not file or "/" in file or "\\" in file or file in (".", ".."):
+            self.fail(f"{field}.file", f"expected a plain file name, found {_short(file)}")
+        count = self.get(raw, "num_records", f"{field}.num_records", int)
+        size = self.get(raw, "num_bytes", f"{field}.num_bytes", int)
+        if count < 0 or size < 0:
+            self.fail(field, "num_records and num_bytes must be >= 0")
+        return _Shard(file, count, size)
+
+    def parse_legacy(self, raw, tfrecord_base) -> _Header:
+        """Headers of the original module: `{key: {shape: [...], dtype: <tf.DType enum>}}`."""
+        if not raw:
+            raise HeaderError(f"{self.source}: not a valid header: it is empty")
+        features = []
+        for key in sorted(raw, key=str):
+            field = str(key)
+            value = raw[key]
+            if not isinstance(key, str) or not isinstance(value, dict):
+                raise HeaderError(f"{self.source}: not a valid header: expected 'format: "
+                                  f"{FORMAT_NAME}' or an original-module header")
+            enum = self.get(value, "dtype", f"{field}.dtype", int)
+            dtype = _DTYPES_BY_ENUM.get(enum)
+            if dtype is None:
+                self.fail(f"{field}.dtype", f"unknown tf.DType enum {enum}")
+            shape = self.parse_shape(value.get("shape"), f"{field}.shape")
+            if None in shape:
+                self.fail(f"{field}.shape", "the original format needs fully known shapes")
+            if dtype.name == "string":
+                encoding = "bytes"
+            elif dtype.tf_dtype.is_floating:
+                encoding = "float"
+            elif dtype.tf_dtype.is_integer or dtype.name == "bool":
+                encoding = "int64"
+            else:
+                self.fail(f"{field}.dtype", f"{dtype.name} was not saveable by the original "
+                                            "module")
+            features.append(_Feature(key, (key,), dtype, shape, encoding))
+        shard = _Shard(tfrecord_base or "", None, None)
+        return _Header(tuple(features), {f.name: f.name for f in features}, None, (shard,),
+                       None, 256, "sequential", 0)
+
+
+def _is_kind(value, kind) -> bool:
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _kind_name(kind) -> str:
+    return {int: "an integer", str: "a string", list: "a list", dict: "a mapping"}[kind]
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --------------------------------------------------------------------------------------------
+# Codecs: numpy encoders that build serialized tf.train.Example bytes for a whole batch at once,
+# beside the TensorFlow decoders that read them back. Encode and decode of each encoding mirror
+# each other; the dtype table above picks the encoding.
+# --------------------------------------------------------------------------------------------
+#
+# Wire format of one record (protobuf): Example{1: Features{1: repeated FeatureEntry{1: key,
+# 2: Feature{1: BytesList | 2: FloatList | 3: Int64List}}}}. Entries are written sorted by key.
+# FloatList and Int64List values are packed; raw values are one BytesList entry.
+
+_STORED = {"int64": tf.int64, "float": tf.float32, "bytes": tf.string, "raw": tf.string}
+_LIST_TAG = {"bytes": 0x0A, "raw": 0x0A, "float": 0x12, "int64": 0x1A}  # Feature's oneof fields
+_WIDE = 256  # rows at least this wide are copied row by row instead of by fancy indexing
+
+
+class _Col:
+    """One column of byte strings, a row per record: a 2-D uint8 array when every row has the
+    same width, else the rows' bytes concatenated plus their lengths."""
+
+    __slots__ = ("data", "lengths")
+
+    def __init__(self, data: np.ndarray, lengths: np.ndarray | None = None):
+        self.data = data
+        self.lengths = lengths  # None: fixed width, data is [rows, width]
+
+    @property
+    def fixed(self) -> bool:
+        return self.lengths is None
+
+    def row_lengths(self, rows: int) -> np.ndarray:
+        if self.fixed:
+            return np.full(rows, self.data.shape[1], np.int64)
+        return self.lengths
+
+
+def _const(value: bytes, rows: int) -> _Col:
+    return _Col(np.broadcast_to(np.frombuffer(value, np.uint8), (rows, len(value))))
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
+_VARINT_SHIFTS = np.arange(10, dtype=np.uint64) * np.uint64(7)
+
+
+def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Protobuf varints of uint64 values: (bytes of all values in order, length of each)."""
+    values = values.astype(np.uint64, copy=False)
+    if values.size == 0 or int(values.max()) < 0x80:
+        return values.astype(np.uint8), np.ones(values.size, np.int64)
+    lengths = 1 + (values[:, None] >= _VARINT_LIMITS).sum(axis=1)
+    groups = ((values[:, None] >> _VARINT_SHIFTS) & np.uint64(0x7F)).astype(np.uint8)
+    column = np.arange(10)
+    groups |= np.where(column < (lengths - 1)[:, None], np.uint8(0x80), np.uint8(0))
+    return groups[column < lengths[:, None]], lengths
+
+
+def _varint_col(lengths: np.ndarray) -> _Col:
+    data, sizes = _varints(lengths)
+    if sizes.size and (sizes == sizes[0]).all():
+        return _Col(data.reshape(len(lengths), -1))
+    return _Col(data, sizes)
+
+
+def _wrap(prefix: bytes, pieces: list, rows: int) -> list:
+    """`prefix`, then the varint length of the pieces, then the pieces: a length-delimited field."""
+    return [_const(prefix, rows), _varint_col(_total_lengths(pieces, rows))] + pieces
+
+
+def _total_lengths(pieces: list, rows: int) -> np.ndarray:
+    total = np.zeros(rows, np.int64)
+    for piece in pieces:
+        total += piece.row_lengths(rows)
+    return total
+
+
+def _group_rows(data: np.ndarray, item_lengths: np.ndarray, splits: np.ndarray) -> _Col:
+    """Regroups a ragged column of items into rows of items, `splits` giving each row's items."""
+    ends = np.concatenate([[0], np.cumsum(item_lengths)])
+    return _Col(data, np.diff(ends[splits]))
+
+
+def _concat(pieces: list, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenates the columns row by row: (all rows' bytes, row offsets of length rows + 1)."""
+    if all(p.fixed for p in pieces):
+        block = np.concatenate([p.data for p in pieces], axis=1)
+        return block.reshape(-1), np.arange(rows + 1, dtype=np.int64) * block.shape[1]
+    offsets = np.zeros(rows + 1, np.int64)
+    np.cumsum(_total_lengths(pieces, rows), out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint8)
+    position = offsets[:-1].copy()
+    for piece in pieces:
+        lengths = piece.row_lengths(rows)
+        if piece.data.size:
+            if piece.fixed:
+                width = piece.data.shape[1]
+                if width >= _WIDE:
+                    for row, start in enumerate(position.tolist()):
+                        out[start : start + width] = piece.data[row]
+                else:
+                    out[position[:, None] + np.arange(width)] = piece.data
+            elif piece.data.size >= _WIDE * rows:
+                source = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+                for row, start in enumerate(position.tolist()):
+                    out[start : start + lengths[row]] = piece.data[source[row] : source[row + 1]]
+            else:
+                source_starts = np.cumsum(lengths) - lengths
+                index = np.repeat(position - source_starts, lengths)
+                index += np.arange(piece.data.size)
+                out[index] = piece.data
+        position += lengths
+    return out, offsets
+
+
+def _little_endian_bytes(values: np.ndarray) -> np.ndarray:
+    values = np.ascontiguousarray(values)
+    if sys.byteorder != "little" and values.dtype.itemsize > 1:
+        values = values.byteswap()
+    return values.reshape(-1).view(np.uint8)
+
+
+def _encode_list(encoding: str, values: np.ndarray, splits: np.ndarray | None, rows: int) -> list:
+    """The list message (Int64List, FloatList or BytesList) of each row, as columns.
+
+    `values` holds every row's values in order, flattened; row i owns values
+    `splits[i]:splits[i + 1]` (or an equal share of them when `splits` is None).
+    Mirrors `_decode_values` and `_decode_raw`.
+    """
+    if encoding in ("float", "raw"):  # one length-delimited field of little-endian bytes
+        if encoding == "float":
+            values = values.astype(np.float32, copy=False)
+        data = _little_endian_bytes(values)
+        if splits is None:
+            return _wrap(b"\x0a", [_Col(data.reshape(rows, data.size // rows))], rows)
+        return _wrap(b"\x0a", [_Col(data, np.diff(splits) * values.dtype.itemsize)], rows)
+    if splits is None:
+        splits = np.arange(rows + 1, dtype=np.int64) * (values.size // max(rows, 1))
+    if encoding == "int64":  # packed varints of the values as int64
+        data, sizes = _varints(values.astype(np.int64).view(np.uint64))
+        return _wrap(b"\x0a", [_group_rows(data, sizes, splits)], rows)
+    # bytes: one length-delimited field per string
+    strings = values.tolist()
+    sizes = np.fromiter(map(len, strings), np.int64, len(strings))
+    data, offsets = _concat(
+        [_const(b"\x0a", len(strings)), _varint_col(sizes),
+         _Col(np.frombuffer(b"".join(strings), np.uint8), sizes)],
+        len(strings),
+    )
+    return [_group_rows(data, np.diff(offsets), splits)]
+
+
+def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
+    """Splits one batched component into its TFRecord keys: {key: (encoding, values, splits)}.
+
+    `leaf` is the batch as `_batched_for_encoding` prepares it. Mirrors `_decode_feature`.
+    """
+    if feature.kind == "fixed":
+        return {feature.name: (feature.encoding, _numpy(leaf).reshape(-1), None)}
+    if feature.kind == "varshape":
+        values, shapes = leaf
+        return {
+            feature.name: (feature.encoding, _numpy(values.flat_values), values.row_splits.numpy()),
+            feature.shape_key: ("int64", shapes.numpy().reshape(-1), None),
+        }
+    nested = [s.numpy() for s in leaf.nested_row_splits]
+    flat = _numpy(leaf.flat_values)
+    streams = {}
+    starts = nested[0]  # rows of each element at the current level
+    for level in range(feature.ragged_rank):
+        streams[feature.lengths_key(level)] = ("int64", np.diff(nested[level + 1]), starts)
+        starts = nested[level + 1][starts]
+    inner = math.prod(feature.inner_shape)
+    streams[feature.name] = (feature.encoding, flat.reshape(-1), starts * inner)
+    return streams
+
+
+def _numpy(tensor) -> np.ndarray:
+    array = tensor.numpy()
+    if tensor.dtype == tf.string and array.dtype != object:
+        array = array.astype(object)
+    return array
+
+
+def _encode_records(features: list, leaves: list, rows: int) -> tuple[bytes, list]:
+    """Serialized tf.train.Example of each row: (bytes of all records, offsets)."""
+    streams = {}
+    for feature, leaf in zip(features, leaves):
+        streams.update(_encode_streams(feature, leaf, rows))
+    entries = []
+    for key in sorted(streams, key=lambda k: k.encode()):
+        encoding, values, splits = streams[key]
+        key_bytes = key.encode()
+        feature_message = _wrap(bytes([_LIST_TAG[encoding]]),
+                                _encode_list(encoding, values, splits, rows), rows)
+        entry = [_const(b"\x0a" + _varint_bytes(len(key_bytes)) + key_bytes, rows)]
+        entry += _wrap(b"\x12", feature_message, rows)  # FeatureEntry{1: key, 2: Feature}
+        entries += _wrap(b"\x0a", entry, rows)  # Features{1: repeated FeatureEntry}
+    data, offsets = _concat(_wrap(b"\x0a", entries, rows), rows)  # Example{1: Features}
+    return data.tobytes(), offsets.tolist()
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+
+def save(
+    dataset: tf.data.Dataset,
+    tfrecord_path,
+    header_path=None,
+    *,
+    num_shards: int | None = None,
+    shard_size: int | None = None,
+    compression: str | None = None,
+    progress: bool = False,
+) -> dict:
+    """Saves a dataset as tf.train.Example TFRecords plus a YAML header.
+
+    The save is atomic: records and header go to temporary files beside their destination and
+    are renamed into place (header last) only once everything was written. Existing files at
+    those paths are overwritten then, and left untouched if the save fails.
+
+    Args:
+      dataset: Any `tf.data.Dataset` whose elements are tensors or ragged tensors, alone or in
+        (nested) dicts and tuples.
+      tfrecord_path: Where the records go (any `tf.io.gfile` path). With several shards, the
+        files are `<tfrecord_path>-00000-of-0000N`.
+      header_path: Where the header goes; default `<tfrecord_path>.header.yaml`.
+      num_shards: Split the records over this many files (blocks of records dealt round-robin,
+        so that `load` restores the order while reading all files in parallel).
+      shard_size: Instead of `num_shards`, start a new file once one holds this many bytes.
+      compression: None, "GZIP" or "ZLIB". The header records it; `load` needs no argument.
+      progress: Show a progress line on stderr.
+
+    Returns:
+      The header that was written, as a dict.
+
+    Raises:
+      SchemaError: The dataset holds something super_serial cannot represent (nothing is
+        written then).
+      SuperSerialError: Called outside eager mode.
+      ValueError: An option has an invalid value.
+
+    Example:
+      >>> ds = tf.data.Dataset.from_tensor_slices({"x": [[1.0, 2.0]], "y": [3]})
+      >>> header = save(ds, "data.tfrecord")  # doctest: +SKIP
+    """
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"save() needs a tf.data.Dataset, got {type(dataset).__name__}")
+    if not tf.executing_eagerly():
+        raise SuperSerialError("save() runs eagerly (in a script), not inside a tf.function or "
+                               "graph; call it outside")
+    compression = _check_compression(compression)
+    if num_shards is not None and shard_size is not None:
+        raise ValueError("give num_shards or shard_size, not both")
+    if num_shards is not None and (not _is_kind(num_shards, int) or num_shards < 1):
+        raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
+    if shard_size is not None and (not _is_kind(shard_size, int) or shard_size < 1):
+        raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
+    features, skeleton = _schema_from_spec(dataset.element_spec)
+    tfrecord_path = _fspath(tfrecord_path)
+    header_path = _fspath(header_path) if header_path is not None else default_header_path(
+        tfrecord_path)
+    block_records, batch_records = _block_and_batch_records(features)
+    folder = _dirname(tfrecord_path)
+    if folder and not tf.io.gfile.isdir(folder):
+        tf.io.gfile.makedirs(folder)
+
+    files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, compression, block_records)
+    meter = _Progress(dataset.cardinality().numpy(), enabled=progress)
+    try:
+        written = 0
+        for leaves in _batches_for_encoding(dataset, features, batch_records):
+            rows = _rows(leaves[0])
+            data, offsets = _encode_records(features, leaves, rows)
+            files.write(data, offsets, written)
+            written += rows
+            meter.update(written, files.bytes_written)
+        header = files.commit(
+            header_path,
+            lambda shards: _Header(tuple(features), skeleton, written, shards, compression,
+                                   block_records, files.layout, FORMAT_VERSION),
+        )
+    except BaseException:
+        files.abort()
+        raise
+    finally:
+        meter.close()
+    return header.to_yaml()
+
+
+def _check_compression(compression):
+    if compression in (None, ""):
+        return None
+    if isinstance(compression, str) and compression.upper() in COMPRESSIONS[1:]:
+        return compression.upper()
+    raise ValueError(f"compression must be one of None, 'GZIP', 'ZLIB'; got {compression!r}")
+
+
+def _dirname(path: str) -> str:
+    return path.rpartition("/")[0] if "/" in path else ""
+
+
+def _join(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if folder else name
+
+
+def _element_bytes(feature: _Feature) -> int:
+    itemsize = 32 if feature.dtype.name == "string" else feature.dtype.tf_dtype.size
+    return itemsize * math.prod(64 if d is None else d for d in feature.shape) + 16
+
+
+def _block_and_batch_records(features: list) -> tuple[int, int]:
+    """Records per block (parsed together on load) and elements per batch encoded on save."""
+    size = sum(_element_bytes(f) for f in features)
+    block = max(1, min(1024, _TARGET_BLOCK_BYTES // size))
+    batch = max(1, min(_MAX_BATCH_RECORDS, _TARGET_BATCH_BYTES // size) // block) * block
+    return block, batch
+
+
+def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
+    """Batches of the dataset as lists of components (one per feature) ready to encode.
+
+    Components of unknown shape are flattened first, with their shapes beside them, so that
+    zero-size and unknown dims keep their exact extent.
+    """
+    if any(f.kind == "varshape" for f in features):
+        is_tuple = isinstance(dataset.element_spec, tuple)
+
+        def flatten(*element):
+            leaves = tf.nest.flatten(element if is_tuple else element[0])
+            return tuple(
+                (tf.reshape(x, [-1]), tf.shape(x, out_type=tf.int64))
+                if f.kind == "varshape" else x
+                for f, x in zip(features, leaves)
+            )
+
+        batched = dataset.map(flatten, num_parallel_calls=tf.data.AUTOTUNE)
+        batched = batched.ragged_batch(batch_records)
+        unpack = list
+    else:
+        batched = dataset.batch(batch_records)
+        unpack = tf.nest.flatten
+    for batch in batched.prefetch(2):
+        yield unpack(batch)
+
+
+def _rows(leaf) -> int:
+    if isinstance(leaf, tuple):
+        leaf = leaf[1]
+    if isinstance(leaf, tf.RaggedTensor):
+        return int(leaf.nrows())
+    return int(leaf.shape[0])
+
+
+class _RecordFiles:
+    """Record files written under temporary names beside their destination.
+
+    `commit` renames them into place and writes the header last; `abort` deletes them.
+    """
+
+    def __init__(self, tfrecord_path, num_shards, shard_size, compression, block_records):
+        self.path = tfrecord_path
+        self.folder = _dirname(tfrecord_path)
+        self.base = tfrecord_path.rpartition("/")[2]
+        self.token = uuid.uuid4().hex[:12]
+        self.options = tf.io.TFRecordOptions(compression_type=compression or "")
+        self.shard_size = shard_size
+        self.block_records = block_records
+        self.layout = "sequential" if shard_size else "round_robin"
+        self.temp_paths: list[str] = []
+        self.writers: list = []
+        self.counts: list[int] = []
+        self.bytes_written = 0
+        self.current_bytes = 0
+        for _ in range(1 if shard_size else num_shards):
+            self._open()
+
+    def _open(self):
+        temp = _join(self.folder, f".{self.base}.{self.token}.tmp{len(self.temp_paths)}")
+        self.temp_paths.append(temp)
+        self.writers.append(tf.io.TFRecordWriter(temp, self.options))
+        self.counts.append(0)
+        self.current_bytes = 0
+
+    def write(self, data: bytes, offsets: list, first_index: int):
+        rows = len(offsets) - 1
+        if self.shard_size:
+            for i in range(rows):
+                if self.current_bytes >= self.shard_size:
+                    self.writers[-1].close()
+                    self._open()
+                record = data[offsets[i] : offsets[i + 1]]
+                self.writers[-1].write(record)
+                self.counts[-1] += 1
+                self.current_bytes += len(record) + 16
+        else:
+            block, shards = self.block_records, len(self.writers)
+            i = 0
+            while i < rows:
+                index = first_index + i
+                end = min(rows, (index // block + 1) * block - first_index)
+                shard = (index // block) % shards
+                write = self.writers[shard].write
+                for j in range(i, end):
+                    write(data[offsets[j] : offsets[j + 1]])
+                self.counts[shard] += end - i
+                i = end
+        self.bytes_written += len(data)
+
+    def commit(self, header_path: str, make_header) -> _Header:
+        for writer in self.writers:
+            writer.close()
+        self.writers = []
+        names = shard_file_names(self.base, len(self.temp_paths))
+        shards = tuple(
+            _Shard(name, count, tf.io.gfile.stat(temp).length)
+            for name, count, temp in zip(names, self.counts, self.temp_paths)
+        )
+        header = make_header(shards)
+        stale = self._old_shards(header_path) - set(names)
+        header_temp = _join(_dirname(header_path),
+                            f".{header_path.rpartition('/')[2]}.{self.token}.tmp")
+        self.temp_paths.append(header_temp)
+        with tf.io.gfile.GFile(header_temp, "wb") as f:
+            f.write(_dump_header(header))
+        for name, temp in zip(names, self.temp_paths):
+            tf.io.gfile.rename(temp, _join(self.folder, name), overwrite=True)
+        tf.io.gfile.rename(header_temp, header_path, overwrite=True)
+        self.temp_paths = []
+        for name in sorted(stale):
+            try:
+                tf.io.gfile.remove(_join(self.folder, name))
+            except tf.errors.OpError:
+                pass
+        return header
+
+    def _old_shards(self, header_path: str) -> set:
+        """Shard files of the header being replaced, so a smaller save leaves none behind."""
+        try:
+            old = _read_header(header_path, self.path)
+        except SuperSerialError:
+            return set()
+        return {s.file for s in old.shards if old.version}
+
+    def abort(self):
+        for writer in self.writers:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - cleaning up after the real error
+                pass
+        for temp in self.temp_paths:
+            try:
+                if tf.io.gfile.exists(temp):
+                    tf.io.gfile.remove(temp)
+            except tf.errors.OpError:
+                pass
+        self.writers, self.temp_paths = [], []
+
+
+def _dump_header(header: _Header) -> bytes:
+    text = yaml.safe_dump(header.to_yaml(), sort_keys=True, default_flow_style=None,
+                          allow_unicode=True, width=100)
+    return ("# super_serial header: the schema of the tf.train.Example records beside it.\n"
+            + text).encode()
+
+
+class _Progress:
+    """A one-line progress meter on stderr: elements, MB, MB/s (and the total when known)."""
+
+    def __init__(self, total: int, enabled: bool, stream=None):
+        self.total = int(total) if total >= 0 else None
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.start = self.last = time.perf_counter()
+        self.shown = False
+
+    def update(self, elements: int, nbytes: int, force: bool = False):
+        now = time.perf_counter()
+        if not self.enabled or (now - self.last < 0.2 and not force):
+            return
+        self.last = now
+        total = f"/{self.total:,}" if self.total is not None else ""
+        mb = nbytes / 1e6
+        rate = mb / max(now - self.start, 1e-9)
+        self.stream.write(f"\rsuper_serial: {elements:,}{total} elements  {mb:,.1f} MB  "
+                          f"{rate:,.1f} MB/s")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+def load(
+    tfrecord_path,
+    header_path=None,
+    *,
+    original_dtypes: bool = True,
+    batch_size: int | None = None,
+    drop_remainder: bool = False,
+    shuffle_files: bool = False,
+    seed: int | None = None,
+    deterministic: bool = True,
+) -> tf.data.Dataset:
+    """Loads records saved by `save` (or by the original super_serial module) as a dataset.
+
+    Works eagerly and inside `tf.function`. Records are parsed in blocks with
+    `tf.io.parse_example`, shards are read in parallel, and the record counts and file sizes
+    in the header are checked.
+
+    Args:
+      tfrecord_path: The path given to `save` (shards are found from the header).
+      header_path: The header; default `<tfrecord_path>.header.yaml`.
+      original_dtypes: Restore the saved dtypes (default). False gives the TFRecord lists'
+        dtypes: int64, float32, and string (raw-encoded features come back as their bytes).
+      batch_size: Give batches of this many elements instead of single elements (faster than
+        `.batch()` afterwards; components of unknown shape are batched as ragged tensors, as
+        `Dataset.ragged_batch` does).
+      drop_remainder: With `batch_size`, drop a last smaller batch.
+      shuffle_files: Read the shard files in a random order (a new one each epoch).
+      seed: Seed of that shuffle.
+      deterministic: False lets shards and blocks arrive in whichever order is fastest.
+
+    Returns:
+      A `tf.data.Dataset` with the saved element structure, dtypes and shapes.
+
+    Raises:
+      HeaderError: The header is missing or invalid.
+      CorruptDataError: A record file is missing or its size differs from the header's.
+
+    Iterating raises `tf.errors.InvalidArgumentError` with a message starting "super_serial:"
+    when a file holds fewer or more records than its header says, or is corrupt or truncated
+    (TFRecord checksums are checked), and TensorFlow's parse error, naming the file, the record
+    and the feature, when records do not match the header. `verify` turns both into
+    `CorruptDataError`.
+
+    Example:
+      >>> ds = load("data.tfrecord")  # doctest: +SKIP
+      >>> for element in ds.take(1): print(element["x"])  # doctest: +SKIP
+    """
+    tfrecord_path = _fspath(tfrecord_path)
+    header_path = _fspath(header_path) if header_path is not None else default_header_path(
+        tfrecord_path)
+    if batch_size is not None and (not _is_kind(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
+    header = _read_header(header_path, tfrecord_path)
+    paths = _shard_paths(header, tfrecord_path)
+    _check_files(header, paths, header_path)
+    decoder = _Decoder(header, original_dtypes, batched=batch_size is not None)
+    blocks = _record_blocks(header, paths, shuffle_files, seed, deterministic)
+    dataset = blocks.map(decoder.decode_block, num_parallel_calls=tf.data.AUTOTUNE,
+                         deterministic=deterministic)
+    if decoder.whole_blocks:
+        dataset = dataset.rebatch(batch_size, drop_remainder=drop_remainder)
+    else:
+        dataset = dataset.unbatch()
+        if decoder.element_map:
+            dataset = dataset.map(decoder.finish_element, num_parallel_calls=tf.data.AUTOTUNE,
+                                  deterministic=deterministic)
+        if batch_size is not None:
+            dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _shard_paths(header: _Header, tfrecord_path: str) -> list[str]:
+    if not header.version:  # the original module: one file, no shard list
+        return [tfrecord_path]
+    folder = _dirname(tfrecord_path)
+    return [_join(folder, s.file) for s in header.shards]
+
+
+def _check_files(header: _Header, paths: list, header_path: str):
+    for shard, path in zip(header.shards, paths):
+        try:
+            size = tf.io.gfile.stat(path).length
+        except tf.errors.NotFoundError:
+            raise CorruptDataError(f"{path}: record file not found (listed in {header_path})"
+                                   ) from None
+        if shard.num_bytes is not None and size != shard.num_bytes:
+            raise CorruptDataError(
+                f"{path}: {size} bytes on disk, but {header_path} says {shard.num_bytes}: the "
+                "file is truncated, was overwritten, or belongs to another header"
+            )
+
+
+def _record_blocks(header: _Header, paths, shuffle_files, seed, deterministic):
+    """A dataset of (serialized records, index of the first, file path), a block at a time.
+
+    Each file's record count is checked when its last block has been read: too few (a corrupt
+    or truncated file ends its stream early) or too many raise a "super_serial:" error.
+    """
+    files = tf.constant(paths)
+    counts = tf.constant([-1 if s.num_records is None else s.num_records
+                          for s in header.shards], tf.int64)
+    block = header.block_records
+    compression = header.compression or ""
+    check_counts = header.num_records is not None
+
+    def file_blocks(path):
+        expected = tf.gather(counts, tf.argmax(tf.cast(tf.equal(files, path), tf.int32)))
+        records = tf.data.TFRecordDataset(path, compression_type=compression)
+        if check_counts:
+            # A read error ends the file early; the count check below reports it.
+            records = records.ignore_errors()
+        tagged = records.batch(block).map(lambda r: (r, False)).concatenate(
+            tf.data.Dataset.from_tensors((tf.constant([], tf.string), True)))
+
+        def count(seen, item):
+            serialized, last = item
+            total = seen + tf.size(serialized, out_type=tf.int64)
+            ok = tf.logical_or(
+                tf.less(expected, 0),
+                tf.logical_and(total <= expected,
+                               tf.logical_or(tf.logical_not(last), tf.equal(total, expected))))
+            message = tf.strings.format(
+                "super_serial: {}: the header says {} records, but the file holds {}{}; it is "
+                "corrupt, truncated, or belongs to another header",
+                (path, expected, total, tf.where(last, "", " or more")))
+            check = tf.debugging.Assert(ok, [message], summarize=1)
+            with tf.control_dependencies([check]):
+                serialized = tf.identity(serialized)
+            return total, (serialized, seen, last)
+
+        return (tagged.scan(tf.constant(0, tf.int64), count)
+                .filter(lambda serialized, first, last: tf.logical_not(last))
+                .map(lambda serialized, first, last: (serialized, first, path)))
+
+    file_names = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle_files:
+        file_names = file_names.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
+    parallel = len(paths) > 1 and (header.layout == "round_robin" or not deterministic)
+    return file_names.interleave(
+        file_blocks,
+        cycle_length=len(paths) if parallel else 1,
+        block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE if parallel else None,
+        deterministic=deterministic if parallel else None,
+    )
+
+
+class _Decoder:
+    """Parses blocks of records with the header's specs and rebuilds the element structure."""
+
+    def __init__(self, header: _Header, original_dtypes: bool, batched: bool):
+        self.header = header
+        self.features = header.features
+        self.original = original_dtypes
+        self.reshaped = [f.kind == "varshape" and not self._as_bytes(f) for f in self.features]
+        # Batches are used whole unless components of unknown shape need a per-element reshape.
+        self.whole_blocks = batched and not any(self.reshaped)
+        # tf.data's unbatch crashes on zero-size components (TF 2.21), so those are left out of
+        # the blocks and made again for each element.
+        self.empty = [f.kind == "fixed" and 0 in f.shape and not self.whole_blocks
+                      for f in self.features]
+        self.element_map = any(self.reshaped) or any(self.empty)
+        self.specs = {}
+        for f in self.features:
+            self.specs.update(self._parse_specs(f))
+
+    def _as_bytes(self, feature: _Feature) -> bool:
+        """Raw features with original_dtypes=False: their bytes, as the BytesList holds them."""
+        return feature.encoding == "raw" and not self.original
+
+    def _parse_specs(self, f: _Feature) -> dict:
+        stored = _STORED[f.encoding]
+        if f.encoding == "raw":
+            values = tf.io.FixedLenFeature([], tf.string)
+        elif f.kind == "fixed":
+            values = tf.io.FixedLenFeature(f.shape, stored)
+        else:
+            values = tf.io.RaggedFeature(stored, row_splits_dtype=tf.int64)
+        specs = {f.name: values}
+        if self._as_bytes(f):
+            return specs
+        if f.kind == "varshape":
+            specs[f.shape_key] = tf.io.FixedLenFeature([len(f.shape)], tf.int64)
+        for level in range(f.ragged_rank):
+            specs[f.lengths_key(level)] = tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64)
+        return specs
+
+    def decode_block(self, serialized, first, path):
+        rows = tf.size(serialized, out_type=tf.int64)
+        names = tf.strings.join([path, ":", tf.strings.as_string(first + tf.range(rows))])
+        parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
+        leaves = [tf.zeros([rows], tf.bool) if empty else self._decode_feature(f, parsed, path)
+                  for f, empty in zip(self.features, self.empty)]
+        return tuple(leaves) if self.element_map else self._pack(leaves)
+
+    def finish_element(self, *leaves):
+        out = []
+        for f, leaf, reshaped, empty in zip(self.features, leaves, self.reshaped, self.empty):
+            if reshaped:
+                values, shape = leaf
+                leaf = tf.ensure_shape(tf.reshape(values, shape), f.shape)
+            elif empty:
+                leaf = tf.zeros(f.shape, self.spec_dtype(f))
+            out.append(leaf)
+        return self._pack(out)
+
+    def spec_dtype(self, f: _Feature):
+        return f.spec(self.original).dtype
+
+    def _pack(self, leaves):
+        by_name = {f.name: leaf for f, leaf in zip(self.features, leaves)}
+
+        def build(node):
+            if isinstance(node, dict):
+                return {k: build(node[k]) for k in sorted(node)}
+            if isinstance(node, list):
+                return tuple(build(item) for item in node)
+            return by_name[node]
+
+        return build(self.header.structure)
+
+    def _decode_feature(self, f: _Feature, parsed: dict, path):
+        """Mirror of `_encode_streams`: one batched component from its parsed keys."""
+        values = parsed[f.name]
+        if self._as_bytes(f):
+            return values
+        if f.kind == "fixed":
+            if f.encoding == "raw":
+                rows = tf.shape(values)[:1]
+                values = _decode_raw_fixed(f, values, path)
+                return tf.reshape(values, tf.concat([rows, tf.constant(f.shape, tf.int32)], 0))
+            return self._restore(f, values)
+        if f.encoding == "raw":
+            values = _decode_raw_ragged(f, values, path)
+        else:
+            values = values.with_flat_values(self._restore(f, values.flat_values))
+        if f.kind == "varshape":
+            shapes = parsed[f.shape_key]
+            _check(tf.equal(tf.reduce_prod(shapes, axis=1), values.row_lengths()), path, f,
+                   "the number of values does not match the stored shape")
+            return values, shapes
+        return self._rebuild_ragged(f, values, parsed, path)
+
+    def _restore(self, f: _Feature, values):
+        if not self.original or values.dtype == f.dtype.tf_dtype:
+            return values
+        return tf.cast(values, f.dtype.tf_dtype)
+
+    def _rebuild_ragged(self, f: _Feature, values, parsed, path):
+        """A batch of ragged components from flat values and each level's row lengths."""
+        splits_dtype = tf.as_dtype(f.row_splits_dtype)
+        levels = [parsed[f.lengths_key(k)] for k in range(f.ragged_rank)]
+        # Each element's values must fill its innermost rows, and each level its parent rows.
+        inner = math.prod(f.inner_shape)
+        sums = [tf.reduce_sum(lengths, axis=1) for lengths in levels]
+        _check(tf.equal(sums[-1] * inner, values.row_lengths()), path, f,
+               "the number of values does not match the row lengths")
+        for k in range(f.ragged_rank - 1):
+            _check(tf.equal(sums[k], levels[k + 1].row_lengths()), path, f,
+                   f"row lengths of level {k + 1} do not match level {k}")
+        result = tf.reshape(values.flat_values, [-1, *f.inner_shape])
+        for k in reversed(range(f.ragged_rank)):
+            uniform = f.shape[k + 1]
+            if uniform is not None:
+                result = tf.RaggedTensor.from_uniform_row_length(result, uniform)
+            else:
+                result = tf.RaggedTensor.from_row_lengths(
+                    result, tf.cast(levels[k].flat_values, splits_dtype), validate=False)
+        nrows = tf.cast(levels[0].row_lengths(), splits_dtype)
+        if f.shape[0] is not None:
+            _check(tf.equal(nrows, f.shape[0]), path, f,
+                   f"rows per element differ from the header's {f.shape[0]}")
+            return tf.RaggedTensor.from_uniform_row_length(result, f.shape[0])
+        return tf.RaggedTensor.from_row_lengths(result, nrows, validate=False)
+
+
+def _check(condition, path, feature: _Feature, problem: str):
+    """Raises a "super_serial:" error naming the file and feature where `condition` is false."""
+    message = tf.strings.format("super_serial: {}: feature '{}': {}",
+                                (path, feature.name, problem))
+    tf.debugging.Assert(tf.reduce_all(condition), [message], summarize=1)
+
+
+def _raw_size(f: _Feature) -> int:
+    return (f.dtype.raw_as or f.dtype.tf_dtype).size
+
+
+def _decode_raw_fixed(f: _Feature, strings, path):
+    """Mirror of `_encode_list` for raw: [rows] byte strings -> [rows, n] values."""
+    expected = math.prod(f.shape) * _raw_size(f)
+    _check(tf.equal(tf.strings.length(strings), expected), path, f,
+           f"expected {expected} bytes of {f.dtype.name} per record")
+    if expected == 0:
+        return tf.zeros([tf.shape(strings)[0], 0], f.dtype.tf_dtype)
+    values = tf.io.decode_raw(strings, f.dtype.raw_as, little_endian=True)
+    return _bitcast(values, f)
+
+
+def _decode_raw_ragged(f: _Feature, strings, path):
+    """Raw values of varying count: [rows] byte strings -> RaggedTensor [rows, None]."""
+    size = _raw_size(f)
+    lengths = tf.cast(tf.strings.length(strings), tf.int64)
+    _check(tf.equal(lengths % size, 0), path, f,
+           f"byte count is not a multiple of {size} ({f.dtype.name})")
+    flat = tf.io.decode_raw(tf.strings.reduce_join(strings), f.dtype.raw_as, little_endian=True)
+    return tf.RaggedTensor.from_row_lengths(_bitcast(tf.reshape(flat, [-1]), f), lengths // size,
+                                            validate=False)
+
+
+def _bitcast(values, f: _Feature):
+    return values if f.dtype.raw_as == f.dtype.tf_dtype else tf.bitcast(values, f.dtype.tf_dtype)
+
+
+def verify(tfrecord_path, header_path=None) -> dict:
+    """Reads every record and checks it against the header.
+
+    Checks TFRecord checksums, file sizes and record counts, and that every feature of every
+    record decodes as the header says.
+
+    Args:
+      tfrecord_path: As for `load`.
+      header_path: As for `load`.
+
+    Returns:
+      A summary: `{"num_records": ..., "files": [...], "header": header dict}`.
+
+    Raises:
+      HeaderError: The header is missing or invalid.
+      CorruptDataError: The first problem found, naming the file (and record and feature).
+
+    Example:
+      >>> verify("data.tfrecord")["num_records"]  # doctest: +SKIP
+      2000
+    """
+    tfrecord_path = _fspath(tfrecord_path)
+    header_path = _fspath(header_path) if header_path is not None else default_header_path(
+        tfrecord_path)
+    header = _read_header(header_path, tfrecord_path)
+    dataset = load(tfrecord_path, header_path, batch_size=max(header.block_records, 256))
+    count = 0
+    try:
+        for batch in dataset:
+            count += _rows(tf.nest.flatten(batch)[0])
+    except tf.errors.OpError as e:
+        raise CorruptDataError(_tf_message(e)) from None
+    return {"num_records": count, "files": _shard_paths(header, tfrecord_path),
+            "header": header.to_yaml()}
+
+
+def _tf_message(error: tf.errors.OpError) -> str:
+    """TensorFlow's error message without its op and node decorations."""
+    text = error.message
+    if text.startswith("{{function_node"):
+        text = text.split("}}", 1)[-1]
+    text = text.split("\n\t [[", 1)[0].split(" [Op:", 1)[0].strip()
+    if "super_serial:" in text:
+        text = text[text.index("super_serial:") + len("super_serial:"):].strip()
+    return text

@@ -1,0 +1,91 @@
+"""Smoke test: benchmarks/bench.py runs end to end at tiny scale and reports every row."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH = REPO_ROOT / "benchmarks" / "bench.py"
+WORKLOADS = ("images", "tabular")
+EXPECTED_ROWS = (
+    ("super_serial", "save"),
+    ("super_serial", "load"),
+    ("super_serial (batched fast path)", "load"),
+    ("tf.data", "save"),
+    ("tf.data", "load"),
+    ("naive", "save"),
+    ("naive", "load"),
+    ("super_serial sharded+gzip", "save"),
+    ("super_serial sharded+gzip", "load"),
+)
+
+
+def run_bench(out: Path, *args: str) -> str:
+    """Run bench.py in a subprocess; check it succeeded and removed its work directory."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(
+        [sys.executable, str(BENCH), "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert list(out.iterdir()) == [], "bench.py left files behind"
+    return result.stdout
+
+
+def parse_table(stdout: str, first_column: str) -> list[dict[str, str]]:
+    """Rows of the text table whose header starts with ``first_column``, keyed by header."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_column + " "))
+    header = re.split(r"\s{2,}", lines[start].strip())
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.strip():
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        assert len(cells) == len(header), line
+        rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def test_benchmark_reports_every_contender_with_ratio(tmp_path):
+    stdout = run_bench(tmp_path, "--scale", "0.01", "--repeats", "1")
+
+    assert "cpu count: " in stdout and "tensorflow: " in stdout
+    rows = parse_table(stdout, "workload")
+    assert "ratio vs tf.data" in rows[0]
+    by_key = {(row["workload"], row["contender"], row["op"]): row for row in rows}
+    for workload in WORKLOADS:
+        for contender, op in EXPECTED_ROWS:
+            row = by_key[(workload, contender, op)]
+            assert row["runs"] == "1"
+            assert float(row["median s"]) > 0
+            assert int(row["bytes on disk"].replace(",", "")) > 0
+            ratio = float(row["ratio vs tf.data"])
+            if contender == "tf.data":
+                assert ratio == 1.0
+            else:
+                assert ratio > 0
+    assert len(rows) == len(WORKLOADS) * len(EXPECTED_ROWS)
+    for workload in WORKLOADS:
+        assert re.search(rf"^{workload}: save time naive / super_serial = [\d.]+x", stdout, re.M)
+    assert re.search(r"^images: super_serial on disk / raw .* = [+-][\d.]+%", stdout, re.M)
+
+
+def test_memory_mode_reports_peak_rss_growth(tmp_path):
+    stdout = run_bench(tmp_path, "--memory", "--memory-gib", "0.01")
+
+    rows = {row["contender"]: row for row in parse_table(stdout, "contender")}
+    assert set(rows) == {"super_serial", "tf.data"}
+    for row in rows.values():
+        assert float(row["save s"]) > 0
+        assert int(row["bytes on disk"].replace(",", "")) >= 0.01 * 2**30
+        assert int(row["peak RSS growth MB"]) >= 0
+    assert re.search(r"^super_serial: peak RSS growth -?\d+ MB \(target < 400 MB\)", stdout, re.M)
