@@ -1,0 +1,46 @@
+"""Shared test helpers: exact dataset comparison."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+
+def assert_same_elements(expected: tf.data.Dataset, actual: tf.data.Dataset):
+    """Same element_spec, same number of elements, bit-identical values in the same order."""
+    assert actual.element_spec == expected.element_spec, (
+        f"element_spec differs:\n  expected {expected.element_spec}\n  actual   {actual.element_spec}"
+    )
+    want, got = list(expected), list(actual)
+    assert len(got) == len(want), f"{len(got)} elements, expected {len(want)}"
+    for index, (a, b) in enumerate(zip(want, got)):
+        tf.nest.assert_same_structure(a, b)
+        for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+            assert_bit_identical(x, y, f"element {index}")
+
+
+def assert_bit_identical(x, y, where: str = ""):
+    if isinstance(x, tf.RaggedTensor):
+        assert isinstance(y, tf.RaggedTensor), f"{where}: expected a RaggedTensor"
+        assert x.dtype == y.dtype and x.row_splits.dtype == y.row_splits.dtype, where
+        for sx, sy in zip(x.nested_row_splits, y.nested_row_splits):
+            np.testing.assert_array_equal(sx.numpy(), sy.numpy(), err_msg=where)
+        x, y = x.flat_values, y.flat_values
+    a, b = np.asarray(x.numpy()), np.asarray(y.numpy())
+    assert a.dtype == b.dtype, f"{where}: dtype {b.dtype}, expected {a.dtype}"
+    assert a.shape == b.shape, f"{where}: shape {b.shape}, expected {a.shape}"
+    if a.dtype == object:
+        assert a.tolist() == b.tolist(), where
+    else:
+        assert a.tobytes() == b.tobytes(), f"{where}: values differ bitwise"
+
+
+@pytest.fixture
+def paths(tmp_path):
+    """(tfrecord_path, header_path) in a fresh folder."""
+    return str(tmp_path / "data.tfrecord"), str(tmp_path / "data.header.yaml")
