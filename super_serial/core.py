@@ -27,6 +27,7 @@ __all__ = [
     "SuperSerialError",
     "default_header_path",
     "load",
+    "merge",
     "read_header",
     "save",
     "verify",
@@ -934,7 +935,7 @@ class _RecordFiles:
             self._open()
 
     def _open(self):
-        temp = _join(self.folder, f".{self.base}.{self.token}.tmp{len(self.temp_paths)}")
+        temp = _temp_name(self.path, self.token, len(self.temp_paths))
         self.temp_paths.append(temp)
         self.writers.append(tf.io.TFRecordWriter(temp, self.options))
         self.counts.append(0)
@@ -976,11 +977,9 @@ class _RecordFiles:
         )
         header = make_header(shards)
         stale = self._old_shards(header_path) - set(names)
-        header_temp = _join(_dirname(header_path),
-                            f".{header_path.rpartition('/')[2]}.{self.token}.tmp")
+        header_temp = _temp_name(header_path, self.token)
         self.temp_paths.append(header_temp)
-        with tf.io.gfile.GFile(header_temp, "wb") as f:
-            f.write(_dump_header(header))
+        _write_header(header_temp, header)
         for name, temp in zip(names, self.temp_paths):
             tf.io.gfile.rename(temp, _join(self.folder, name), overwrite=True)
         tf.io.gfile.rename(header_temp, header_path, overwrite=True)
@@ -1015,11 +1014,77 @@ class _RecordFiles:
         self.writers, self.temp_paths = [], []
 
 
-def _dump_header(header: _Header) -> bytes:
+def _temp_name(path: str, token: str, index: int | str = "") -> str:
+    """A hidden temporary name beside `path`: `.<name>.<token>.tmp<index>`."""
+    return _join(_dirname(path), f".{path.rpartition('/')[2]}.{token}.tmp{index}")
+
+
+def _write_header(path: str, header: _Header):
     text = yaml.safe_dump(header.to_yaml(), sort_keys=True, default_flow_style=None,
                           allow_unicode=True, width=100)
-    return ("# super_serial header: the schema of the tf.train.Example records beside it.\n"
-            + text).encode()
+    with tf.io.gfile.GFile(path, "wb") as f:
+        f.write(("# super_serial header: the schema of the tf.train.Example records beside "
+                 "it.\n" + text).encode())
+
+
+def merge(part_paths, tfrecord_path, header_path=None) -> dict:
+    """Combines datasets that separate `save` calls wrote (one per machine, say) into one.
+
+    Writes one header that lists every part's record files, in the order of `part_paths`; no
+    records are copied. Loading it gives the parts' elements one part after the other.
+
+    Args:
+      part_paths: The `tfrecord_path` of each part, each with its header at the default place.
+        They must sit in the folder of `tfrecord_path`, hold the same structure, features and
+        compression, and each be one file or saved with `shard_size` (round-robin shards of
+        `num_shards` only keep their order within their own part's header).
+      tfrecord_path: The name of the combined dataset; `load(tfrecord_path)` reads it.
+      header_path: Where the combined header goes; default `<tfrecord_path>.header.yaml`.
+
+    Returns:
+      The combined header, as a dict.
+
+    Raises:
+      SchemaError: A part cannot be combined with the first; the message names it.
+      HeaderError: A part's header is missing or invalid.
+
+    Example:
+      >>> # machine i of n: save(ds.shard(n, i), f"gs://bucket/data-part{i}")
+      >>> merge([f"gs://bucket/data-part{i}" for i in range(n)], "gs://bucket/data")  # doctest: +SKIP
+    """
+    tfrecord_path = _fspath(tfrecord_path)
+    header_path = _fspath(header_path) if header_path is not None else default_header_path(
+        tfrecord_path)
+    parts = [_fspath(p) for p in part_paths]
+    if not parts:
+        raise ValueError("merge() needs at least one part")
+    folder = _dirname(tfrecord_path)
+    headers = []
+    for part in parts:
+        if _dirname(part) != folder:
+            raise SchemaError(f"{part}: parts must sit in the folder of {tfrecord_path}")
+        header = _read_header(default_header_path(part), part)
+        if not header.version:
+            raise SchemaError(f"{part}: files of the original module cannot be merged")
+        if header.layout == "round_robin" and len(header.shards) > 1:
+            raise SchemaError(f"{part}: saved with num_shards={len(header.shards)}; save parts "
+                              "as one file each, or with shard_size")
+        first = headers[0] if headers else header
+        for what in ("features", "structure", "compression"):
+            if getattr(header, what) != getattr(first, what):
+                raise SchemaError(f"{part}: its {what} differ from those of {parts[0]}")
+        headers.append(header)
+    shards = tuple(s for h in headers for s in h.shards)
+    merged = dataclasses.replace(headers[0], shards=shards, layout="sequential",
+                                 num_records=sum(h.num_records for h in headers))
+    temp = _temp_name(header_path, uuid.uuid4().hex[:12])
+    try:
+        _write_header(temp, merged)
+        tf.io.gfile.rename(temp, header_path, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(temp):
+            tf.io.gfile.remove(temp)
+    return merged.to_yaml()
 
 
 class _Progress:
