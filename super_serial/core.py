@@ -11,7 +11,9 @@ import collections.abc
 import dataclasses
 import math
 import posixpath
+import queue
 import sys
+import threading
 import time
 import uuid
 from typing import Any, Iterable
@@ -739,8 +741,8 @@ def _numpy(tensor) -> np.ndarray:
     return array
 
 
-def _encode_records(features: list, leaves: list, rows: int) -> tuple[bytes, list]:
-    """Serialized tf.train.Example of each row: (bytes of all records, offsets)."""
+def _encode_records(features: list, leaves: list, rows: int) -> tuple[np.ndarray, list]:
+    """Serialized tf.train.Example of each row: (uint8 array of all records, offsets)."""
     streams = {}
     for feature, leaf in zip(features, leaves):
         streams.update(_encode_streams(feature, leaf, rows))
@@ -754,7 +756,7 @@ def _encode_records(features: list, leaves: list, rows: int) -> tuple[bytes, lis
         entry += _wrap(b"\x12", feature_message, rows)  # FeatureEntry{1: key, 2: Feature}
         entries += _wrap(b"\x0a", entry, rows)  # Features{1: repeated FeatureEntry}
     data, offsets = _concat(_wrap(b"\x0a", entries, rows), rows)  # Example{1: Features}
-    return data.tobytes(), offsets.tolist()
+    return data, offsets.tolist()
 
 
 # --------------------------------------------------------------------------------------------
@@ -834,6 +836,7 @@ def save(
             files.write(data, offsets, written)
             written += rows
             meter.update(written, files.bytes_written)
+        meter.update(written, files.bytes_written, force=True)
         header = files.commit(
             header_path,
             lambda shards: _Header(tuple(features), skeleton, written, shards, compression,
@@ -933,6 +936,12 @@ class _RecordFiles:
         self.current_bytes = 0
         for _ in range(1 if shard_size else num_shards):
             self._open()
+        self._queue: queue.Queue = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._aborted = False
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._drain, name="super_serial-writer", daemon=True)
+        self._thread.start()
 
     def _open(self):
         temp = _temp_name(self.path, self.token, len(self.temp_paths))
@@ -941,32 +950,61 @@ class _RecordFiles:
         self.counts.append(0)
         self.current_bytes = 0
 
-    def write(self, data: bytes, offsets: list, first_index: int):
+    def write(self, data: np.ndarray, offsets: list, first_index: int):
+        """Queues a batch of encoded records; a writer thread writes them while the next
+        batch is encoded."""
+        self._raise_pending()
+        self._queue.put((data, offsets, first_index))
+        self.bytes_written += data.nbytes
+
+    def _drain(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None and not self._aborted:
+                try:
+                    self._write_now(*item)
+                except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                    self._error = e
+
+    def _raise_pending(self):
+        if self._error is not None:
+            raise self._error
+
+    def _stop_thread(self):
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _write_now(self, data: np.ndarray, offsets: list, first_index: int):
+        view = memoryview(data)
         rows = len(offsets) - 1
         if self.shard_size:
             for i in range(rows):
                 if self.current_bytes >= self.shard_size:
                     self.writers[-1].close()
                     self._open()
-                record = data[offsets[i] : offsets[i + 1]]
-                self.writers[-1].write(record)
+                self.writers[-1].write(bytes(view[offsets[i] : offsets[i + 1]]))
                 self.counts[-1] += 1
-                self.current_bytes += len(record) + 16
-        else:
-            block, shards = self.block_records, len(self.writers)
-            i = 0
-            while i < rows:
-                index = first_index + i
-                end = min(rows, (index // block + 1) * block - first_index)
-                shard = (index // block) % shards
-                write = self.writers[shard].write
-                for j in range(i, end):
-                    write(data[offsets[j] : offsets[j + 1]])
-                self.counts[shard] += end - i
-                i = end
-        self.bytes_written += len(data)
+                self.current_bytes += offsets[i + 1] - offsets[i] + 16
+            return
+        block, shards = self.block_records, len(self.writers)
+        i = 0
+        while i < rows:
+            index = first_index + i
+            end = min(rows, (index // block + 1) * block - first_index)
+            shard = (index // block) % shards
+            write = self.writers[shard].write
+            for j in range(i, end):
+                write(bytes(view[offsets[j] : offsets[j + 1]]))
+            self.counts[shard] += end - i
+            i = end
 
     def commit(self, header_path: str, make_header) -> _Header:
+        self._stop_thread()
+        self._raise_pending()
         for writer in self.writers:
             writer.close()
         self.writers = []
@@ -1000,6 +1038,8 @@ class _RecordFiles:
         return {s.file for s in old.shards if old.version}
 
     def abort(self):
+        self._aborted = True
+        self._stop_thread()
         for writer in self.writers:
             try:
                 writer.close()
