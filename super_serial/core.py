@@ -1254,58 +1254,68 @@ def _check_files(header: _Header, paths: list, header_path: str):
 
 
 def _record_blocks(header: _Header, paths, shuffle_files, seed, deterministic):
-    """A dataset of (serialized records, index of the first, file path), a block at a time.
+    """A dataset of (block index, serialized records, file path, records the header expects in
+    that file), a block of `block_records` records at a time.
 
-    Each file's record count is checked when its last block has been read: too few (a corrupt
-    or truncated file ends its stream early) or too many raise a "super_serial:" error.
+    Each file's blocks end with an empty block, the end marker that lets `_check_count` notice
+    a file that ends early (a corrupt or truncated record ends the file's stream).
     """
-    files = tf.constant(paths)
-    counts = tf.constant([-1 if s.num_records is None else s.num_records
-                          for s in header.shards], tf.int64)
-    block = header.block_records
+    counts = {p: -1 if s.num_records is None else s.num_records
+              for p, s in zip(paths, header.shards)}
     compression = header.compression or ""
-    check_counts = header.num_records is not None
+    # Many shards are read at once: keep their read buffers small.
+    buffer_size = max(64 << 10, min(1 << 20, (64 << 20) // len(paths)))
+    end_marker = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
 
-    def file_blocks(path):
-        expected = tf.gather(counts, tf.argmax(tf.cast(tf.equal(files, path), tf.int32)))
-        records = tf.data.TFRecordDataset(path, compression_type=compression)
-        if check_counts:
-            # A read error ends the file early; the count check below reports it.
-            records = records.ignore_errors()
-        tagged = records.batch(block).map(lambda r: (r, False)).concatenate(
-            tf.data.Dataset.from_tensors((tf.constant([], tf.string), True)))
+    @tf.autograph.experimental.do_not_convert
+    def file_blocks(path, expected):
+        records = tf.data.TFRecordDataset(path, compression_type=compression,
+                                          buffer_size=buffer_size)
+        if header.num_records is not None:
+            records = records.ignore_errors()  # the count check reports where the file ended
+        blocks = records.batch(header.block_records).concatenate(end_marker).enumerate()
+        return blocks.map(lambda index, serialized: (index, serialized, path, expected))
 
-        def count(seen, item):
-            serialized, last = item
-            total = seen + tf.size(serialized, out_type=tf.int64)
-            ok = tf.logical_or(
-                tf.less(expected, 0),
-                tf.logical_and(total <= expected,
-                               tf.logical_or(tf.logical_not(last), tf.equal(total, expected))))
-            message = tf.strings.format(
-                "super_serial: {}: the header says {} records, but the file holds {}{}; it is "
-                "corrupt, truncated, or belongs to another header",
-                (path, expected, total, tf.where(last, "", " or more")))
-            check = tf.debugging.Assert(ok, [message], summarize=1)
-            with tf.control_dependencies([check]):
-                serialized = tf.identity(serialized)
-            return total, (serialized, seen, last)
-
-        return (tagged.scan(tf.constant(0, tf.int64), count)
-                .filter(lambda serialized, first, last: tf.logical_not(last))
-                .map(lambda serialized, first, last: (serialized, first, path)))
-
+    if len(paths) == 1 and not shuffle_files:
+        return file_blocks(tf.constant(paths[0]), tf.constant(counts[paths[0]], tf.int64))
+    files = tf.constant(paths)
+    expected = tf.constant([counts[p] for p in paths], tf.int64)
     file_names = tf.data.Dataset.from_tensor_slices(files)
     if shuffle_files:
         file_names = file_names.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
-    parallel = len(paths) > 1 and (header.layout == "round_robin" or not deterministic)
+
+    @tf.autograph.experimental.do_not_convert
+    def lookup(path):
+        return file_blocks(path, tf.gather(expected, tf.argmax(tf.cast(tf.equal(files, path),
+                                                                       tf.int32))))
+
+    parallel = header.layout == "round_robin" or not deterministic
     return file_names.interleave(
-        file_blocks,
+        lookup,
         cycle_length=len(paths) if parallel else 1,
         block_length=1,
         num_parallel_calls=tf.data.AUTOTUNE if parallel else None,
         deterministic=deterministic if parallel else None,
     )
+
+
+def _check_count(index, rows, path, expected, block: int):
+    """An assertion that block `index` of a file holds as many records as its header says."""
+    blocks = (expected + block - 1) // block
+    last = expected - (blocks - 1) * block
+    ok = tf.where(tf.equal(rows, 0), tf.equal(index, blocks),  # the end marker
+                  tf.logical_or(tf.logical_and(index < blocks - 1, tf.equal(rows, block)),
+                                tf.logical_and(tf.equal(index, blocks - 1),
+                                               tf.equal(rows, last))))
+    ok = tf.logical_or(ok, expected < 0)  # the original module's files: no count
+    read = index * block + rows  # earlier blocks were checked to be full
+    found = tf.where(read > expected, "more than " + tf.strings.as_string(expected),
+                     tf.strings.as_string(read))
+    message = tf.strings.join([
+        "super_serial: ", path, ": the header says ", tf.strings.as_string(expected),
+        " records, but the file holds ", found,
+        "; it is corrupt, truncated, or belongs to another header"])
+    return tf.debugging.Assert(ok, [message], summarize=1)
 
 
 class _Decoder:
@@ -1348,14 +1358,19 @@ class _Decoder:
             specs[f.lengths_key(level)] = tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64)
         return specs
 
-    def decode_block(self, serialized, first, path):
+    @tf.autograph.experimental.do_not_convert
+    def decode_block(self, index, serialized, path, expected):
         rows = tf.size(serialized, out_type=tf.int64)
-        names = tf.strings.join([path, ":", tf.strings.as_string(first + tf.range(rows))])
+        block = self.header.block_records
+        with tf.control_dependencies([_check_count(index, rows, path, expected, block)]):
+            serialized = tf.identity(serialized)
+        names = tf.strings.join([path, ":", tf.strings.as_string(index * block + tf.range(rows))])
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
         leaves = [tf.zeros([rows], tf.bool) if empty else self._decode_feature(f, parsed, path)
                   for f, empty in zip(self.features, self.empty)]
         return tuple(leaves) if self.element_map else self._pack(leaves)
 
+    @tf.autograph.experimental.do_not_convert
     def finish_element(self, *leaves):
         out = []
         for f, leaf, reshaped, empty in zip(self.features, leaves, self.reshaped, self.empty):
@@ -1439,8 +1454,7 @@ class _Decoder:
 
 def _check(condition, path, feature: _Feature, problem: str):
     """Raises a "super_serial:" error naming the file and feature where `condition` is false."""
-    message = tf.strings.format("super_serial: {}: feature '{}': {}",
-                                (path, feature.name, problem))
+    message = tf.strings.join(["super_serial: ", path, f": feature '{feature.name}': {problem}"])
     tf.debugging.Assert(tf.reduce_all(condition), [message], summarize=1)
 
 
@@ -1516,6 +1530,7 @@ def _tf_message(error: tf.errors.OpError) -> str:
     if text.startswith("{{function_node"):
         text = text.split("}}", 1)[-1]
     text = text.split("\n\t [[", 1)[0].split(" [Op:", 1)[0].strip()
-    if "super_serial:" in text:
+    if "super_serial:" in text:  # our own assertion: "assertion failed: [super_serial: ...]"
         text = text[text.index("super_serial:") + len("super_serial:"):].strip()
+        text = text[:-1] if text.endswith("]") else text
     return text
