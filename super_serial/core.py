@@ -42,6 +42,7 @@ COMPRESSIONS = (None, "GZIP", "ZLIB")
 BARE_TENSOR_NAME = "tensor"
 _MAX_RECORD_BYTES = 2**31 - 1  # protobuf's hard limit on one serialized message
 _MAX_BLOCK_RECORDS = 2**16
+_MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at once
 _TARGET_BLOCK_BYTES = 1 << 20  # records parsed together on load (and written together on save)
 _TARGET_BATCH_BYTES = 4 << 20  # elements encoded together on save
 _MAX_BATCH_RECORDS = 8192
@@ -407,6 +408,11 @@ class _HeaderParser:
         shards_raw = self.get(raw, "shards", "shards", list)
         if not shards_raw:
             self.fail("shards", "must list at least one file")
+        block_bytes = block * sum(_fixed_bytes(f) for f in features)
+        if block > 1 and block_bytes > _MAX_BLOCK_BYTES:
+            self.fail("block_records", f"{block} records of at least "
+                                       f"{block_bytes // block} bytes are more than load parses "
+                                       f"at once ({_MAX_BLOCK_BYTES >> 20} MiB)")
         shards = tuple(self.parse_shard(s, i) for i, s in enumerate(shards_raw))
         total = sum(s.num_records for s in shards)
         if total != num_records:
@@ -531,6 +537,14 @@ class _HeaderParser:
         shard = _Shard(tfrecord_base or "", None, None)
         return _Header(tuple(features), {f.name: f.name for f in features}, None, (shard,),
                        None, 256, "sequential", 0)
+
+
+def _fixed_bytes(feature: _Feature) -> int:
+    """The least number of bytes one record holds for this feature's values (0 if unknown)."""
+    if feature.kind != "fixed":
+        return 0
+    per_value = {"float": 4, "raw": _raw_size(feature), "int64": 1, "bytes": 2}
+    return math.prod(feature.shape) * per_value[feature.encoding]
 
 
 def _is_kind(value, kind) -> bool:
@@ -818,6 +832,10 @@ def save(
     if shard_size is not None and (not _is_kind(shard_size, int) or shard_size < 1):
         raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
     features, skeleton = _schema_from_spec(dataset.element_spec)
+    cardinality = int(dataset.cardinality())
+    if cardinality == tf.data.INFINITE_CARDINALITY:
+        raise ValueError("the dataset is infinite (e.g. .repeat() without a count); save a "
+                         "finite one, e.g. with .take(n)")
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
@@ -827,7 +845,7 @@ def save(
         tf.io.gfile.makedirs(folder)
 
     files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, compression, block_records)
-    meter = _Progress(dataset.cardinality().numpy(), enabled=progress)
+    meter = _Progress(cardinality, enabled=progress)
     try:
         written = 0
         for leaves in _batches_for_encoding(dataset, features, batch_records):
@@ -1251,6 +1269,12 @@ def _check_files(header: _Header, paths: list, header_path: str):
                 f"{path}: {size} bytes on disk, but {header_path} says {shard.num_bytes}: the "
                 "file is truncated, was overwritten, or belongs to another header"
             )
+        least = (shard.num_records or 0) * (16 + sum(_fixed_bytes(f) for f in header.features))
+        if header.compression is None and size < least:
+            raise CorruptDataError(
+                f"{path}: {size} bytes cannot hold the {shard.num_records} records of the shapes "
+                f"that {header_path} gives (at least {least} bytes)"
+            )
 
 
 def _record_blocks(header: _Header, paths, shuffle_files, seed, deterministic):
@@ -1416,6 +1440,10 @@ class _Decoder:
             shapes = parsed[f.shape_key]
             _check(tf.equal(tf.reduce_prod(shapes, axis=1), values.row_lengths()), path, f,
                    "the number of values does not match the stored shape")
+            known = [d if d is not None else -1 for d in f.shape]
+            _check(tf.logical_and(shapes >= 0, tf.logical_or(tf.equal(shapes, known),
+                                                              tf.equal(known, -1))),
+                   path, f, f"a stored shape does not fit {list(f.shape)}")
             return values, shapes
         return self._rebuild_ragged(f, values, parsed, path)
 
