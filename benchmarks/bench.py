@@ -44,9 +44,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -128,7 +128,7 @@ LoadFn = Callable[[Path, dict], tf.data.Dataset]
 class Contender:
     """One way of saving a dataset, plus one or more timed ways of loading it back.
 
-    ``loaders`` maps the table row label to a loader; the first is the contender's own row.
+    ``loaders`` maps each load row's table label to its loader.
     """
 
     name: str
@@ -171,18 +171,23 @@ def tf_data_load(target: Path, _spec: dict) -> tf.data.Dataset:
 
 
 def _naive_feature(value) -> tf.train.Feature:
-    flat = np.asarray(value).reshape(-1)
+    """As the original super serial module did it: the flattened NumPy array goes straight into
+    the protobuf list (no ``.tolist()``), which converts it value by value."""
+    if isinstance(value, bytes):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+    flat = np.asarray(value).flatten()
     if flat.dtype.kind == "f":
-        return tf.train.Feature(float_list=tf.train.FloatList(value=flat.tolist()))
-    if flat.dtype.kind in "iu":
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=flat.tolist()))
+        return tf.train.Feature(float_list=tf.train.FloatList(value=flat))
+    if flat.dtype.kind in "iub":
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=flat))
     if flat.dtype.kind in "SO":
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=flat.tolist()))
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=flat))
     raise TypeError(f"naive writer does not support dtype {flat.dtype}")
 
 
 def naive_save(dataset: tf.data.Dataset, run_dir: Path) -> Path:
-    """Reference writer: one Example per element, built in Python from ``.numpy()``."""
+    """Reference writer, the approach of the original module: one Example per element, built in
+    Python from ``.numpy()`` values."""
     target = run_dir / "data.tfrecord"
     with tf.io.TFRecordWriter(str(target)) as writer:
         for element in dataset:
@@ -263,7 +268,9 @@ def timed_load(loader: LoadFn, target: Path, workload: Workload, spec: dict) -> 
     return elapsed
 
 
-def run_once(contender, workload, dataset, workdir: Path, rows: dict) -> None:
+def run_once(
+    contender: Contender, workload: Workload, dataset: tf.data.Dataset, workdir: Path, rows: dict
+) -> None:
     """Save into a fresh directory, time every loader on it, then delete it."""
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
     try:
@@ -283,7 +290,9 @@ def record(rows: dict, workload: Workload, label: str, op: str, seconds: float, 
     row.disk_bytes = size
 
 
-def run_workload(workload, contenders, repeats, naive_repeats, workdir: Path) -> dict:
+def run_workload(
+    workload: Workload, contenders: list[Contender], repeats: int, naive_repeats: int, workdir: Path
+) -> dict:
     """Round-robin: every repeat runs each contender once, rotating who goes first."""
     dataset = tf.data.Dataset.from_tensor_slices(workload.arrays)
     rows: dict = {}
@@ -292,7 +301,8 @@ def run_workload(workload, contenders, repeats, naive_repeats, workdir: Path) ->
         for contender in contenders[shift:] + contenders[:shift]:
             if contender.name == "naive" and repeat >= naive_repeats:
                 continue
-            print(f"  {workload.name}: run {repeat + 1}/{repeats} {contender.name}", file=sys.stderr)
+            progress = f"  {workload.name}: run {repeat + 1}/{repeats} {contender.name}"
+            print(progress, file=sys.stderr)
             run_once(contender, workload, dataset, workdir, rows)
     return rows
 
@@ -356,7 +366,9 @@ def format_table(header: tuple[str, ...], lines: list[tuple[str, ...]], markdown
     )
 
 
-def summary_lines(rows: dict, workloads, naive_repeats: int, repeats: int) -> list[str]:
+def summary_lines(
+    rows: dict, workloads: list[Workload], naive_repeats: int, repeats: int
+) -> list[str]:
     """Targets: naive/super_serial save speedup and image on-disk overhead."""
     lines = []
     for workload in workloads:

@@ -64,6 +64,7 @@ def test_benchmark_reports_every_contender_with_ratio(tmp_path):
     by_key = {(row["workload"], row["contender"], row["op"]): row for row in rows}
     for workload in WORKLOADS:
         for contender, op in EXPECTED_ROWS:
+            assert (workload, contender, op) in by_key, f"no {contender} {op} row for {workload}"
             row = by_key[(workload, contender, op)]
             assert row["runs"] == "1"
             assert float(row["median s"]) > 0
