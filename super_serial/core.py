@@ -12,6 +12,7 @@ import dataclasses
 import math
 import posixpath
 import queue
+import re
 import sys
 import threading
 import time
@@ -224,6 +225,11 @@ def shard_file_names(base: str, num_shards: int) -> list[str]:
     if num_shards == 1:
         return [base]
     return [f"{base}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
+
+
+def _is_shard_name(name: str, base: str) -> bool:
+    """Whether `name` is `base-NNNNN-of-NNNNN`, as `shard_file_names` makes them."""
+    return re.fullmatch(re.escape(base) + r"-\d{5}-of-\d{5}", name) is not None
 
 
 def _fspath(path) -> str:
@@ -1053,7 +1059,10 @@ class _RecordFiles:
             old = _read_header(header_path, self.path)
         except SuperSerialError:
             return set()
-        return {s.file for s in old.shards if old.version}
+        # Only files named as this save names them: a merged header also lists its parts'
+        # files, and those belong to the parts.
+        return {s.file for s in old.shards if old.version
+                and (s.file == self.base or _is_shard_name(s.file, self.base))}
 
     def abort(self):
         self._aborted = True
@@ -1116,6 +1125,12 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     parts = [_fspath(p) for p in part_paths]
     if not parts:
         raise ValueError("merge() needs at least one part")
+    for i, part in enumerate(parts):
+        if part in parts[:i]:
+            raise ValueError(f"{part}: listed twice in part_paths")
+        if part == tfrecord_path or default_header_path(part) == header_path:
+            raise ValueError(f"{part}: the merged dataset needs a name of its own; this would "
+                             "replace the part's header")
     folder = _dirname(tfrecord_path)
     headers = []
     for part in parts:

@@ -1,0 +1,66 @@
+"""save(..., progress=True) shows one progress line on stderr; progress=False shows nothing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import tensorflow as tf
+
+from super_serial import save
+
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+
+
+def dataset(n: int) -> tf.data.Dataset:
+    return tf.data.Dataset.range(n).map(lambda i: {"id": i, "x": tf.fill([4], 0.5)})
+
+
+def last_update(stderr: str) -> str:
+    """The text the terminal shows last: updates overwrite each other with '\\r'."""
+    return stderr.rstrip("\n").split("\r")[-1]
+
+
+@pytest.fixture
+def quiet_capfd(capfd, paths):
+    """capfd after TensorFlow's one-time start-up messages (they are not super_serial's)."""
+    save(dataset(2), paths[0] + "-warmup")
+    capfd.readouterr()
+    return capfd
+
+
+def test_progress_line_with_known_total(paths, quiet_capfd):
+    save(dataset(100), paths[0], progress=True)
+    out, err = quiet_capfd.readouterr()
+    assert out == "", "progress goes to stderr, not stdout"
+    assert err.endswith("\n"), "the progress line is finished with a newline"
+    assert err.count("\n") == 1, f"one progress line expected, got {err!r}"
+    line = last_update(err)
+    assert re.fullmatch(
+        rf"super_serial: 100/100 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line), line
+
+
+def test_progress_line_with_unknown_total(paths, quiet_capfd):
+    data = dataset(100).filter(lambda e: e["id"] % 2 == 0)
+    assert data.cardinality() == tf.data.UNKNOWN_CARDINALITY
+    save(data, paths[0], progress=True, num_shards=2, compression="GZIP")
+    line = last_update(quiet_capfd.readouterr().err)
+    assert re.fullmatch(rf"super_serial: 50 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line), line
+
+
+def test_progress_reports_megabytes(paths, quiet_capfd):
+    n = 20_000  # about 0.7 MB of records
+    save(dataset(n), paths[0], progress=True)
+    line = last_update(quiet_capfd.readouterr().err)
+    match = re.fullmatch(rf"super_serial: 20,000/20,000 elements\s+({NUMBER}) MB\s+"
+                         rf"({NUMBER}) MB/s\s*", line)
+    assert match, line
+    megabytes, rate = (float(g.replace(",", "")) for g in match.groups())
+    assert 0.3 < megabytes < 3, line
+    assert rate > 0, line
+
+
+@pytest.mark.parametrize("options", [{}, {"progress": False}, {"num_shards": 3, "progress": False}])
+def test_no_progress_output_by_default(paths, quiet_capfd, options):
+    save(dataset(100), paths[0], **options)
+    assert quiet_capfd.readouterr() == ("", "")

@@ -1,0 +1,409 @@
+"""Shards, compression, ram:// paths, parallel reads, and merge() of separately saved parts."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import assert_same_elements
+
+from super_serial import SchemaError, core, load, merge, read_header, save, verify
+
+NUM_ELEMENTS = 23  # not a multiple of any block or shard count below
+SHARD_SIZE = 300  # bytes: several files for every structure below
+
+
+def flat_dict(n: int = NUM_ELEMENTS) -> tf.data.Dataset:
+    ids = tf.range(n, dtype=tf.int64)
+    return tf.data.Dataset.from_tensor_slices({
+        "id": ids,
+        "x": tf.reshape(tf.range(3 * n, dtype=tf.float32), [n, 3]) / 7,
+        "name": tf.strings.join(["item-", tf.strings.as_string(ids)]),
+    })
+
+
+def features_label(n: int = NUM_ELEMENTS) -> tf.data.Dataset:
+    features = {
+        "a": tf.reshape(tf.range(2 * n, dtype=tf.float32), [n, 2]) * 0.5,
+        "b": tf.range(n, dtype=tf.int32) - 5,
+    }
+    return tf.data.Dataset.from_tensor_slices((features, tf.range(n, dtype=tf.int64)))
+
+
+def ragged_and_unknown_shape(n: int = NUM_ELEMENTS) -> tf.data.Dataset:
+    # Element i: a ragged [i % 3, None] int32 (row r holds (i + r) % 4 values) and an unknown-
+    # shape [None, 2] float32 with i % 3 rows (zero rows included).
+    rows = [[list(range(10 * i, 10 * i + (i + r) % 4)) for r in range(i % 3)] for i in range(n)]
+    ragged = tf.data.Dataset.from_tensor_slices(
+        tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=2))
+
+    def matrix(i):
+        return tf.reshape(tf.range((i % 3) * 2, dtype=tf.float32) + tf.cast(i, tf.float32), [-1, 2])
+
+    matrices = tf.data.Dataset.range(n).map(matrix)
+    return tf.data.Dataset.zip((tf.data.Dataset.range(n), ragged, matrices)).map(
+        lambda i, r, m: {"id": i, "ragged": r, "matrix": m})
+
+
+STRUCTURES = {
+    "flat_dict": flat_dict,
+    "features_label": features_label,
+    "ragged_unknown_shape": ragged_and_unknown_shape,
+}
+LAYOUTS = {
+    "one_shard": {"num_shards": 1},
+    "three_shards": {"num_shards": 3},
+    "shard_size": {"shard_size": SHARD_SIZE},
+}
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks of a few records, so that tiny datasets fill several round-robin shards."""
+    monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 256)
+
+
+@pytest.fixture
+def ram_folder():
+    folder = f"ram://super_serial_tests/{uuid.uuid4().hex}"
+    yield folder
+    if tf.io.gfile.exists(folder):
+        tf.io.gfile.rmtree(folder)
+
+
+def canonical(element) -> str:
+    """A comparable text form of one element, exact for every dtype used here."""
+    leaves = []
+    for leaf in tf.nest.flatten(element):
+        if isinstance(leaf, tf.RaggedTensor):
+            values = leaf.to_list()
+        else:
+            values = np.asarray(leaf.numpy()).tolist()
+        leaves.append((leaf.dtype.name, tuple(leaf.shape), values))
+    return repr(leaves)
+
+
+def assert_same_multiset(expected: tf.data.Dataset, actual: tf.data.Dataset):
+    assert actual.element_spec == expected.element_spec
+    assert sorted(map(canonical, actual)) == sorted(map(canonical, expected))
+
+
+def ids_of(dataset: tf.data.Dataset) -> list[int]:
+    return [int(element["id"]) for element in dataset]
+
+
+def folder_contents(tfrecord_path: str) -> list[str]:
+    return sorted(tf.io.gfile.listdir(tfrecord_path.rpartition("/")[0]))
+
+
+def expected_file_names(base: str, layout: dict, header: dict) -> list[str]:
+    count = layout.get("num_shards") or len(header["shards"])
+    if count == 1:
+        return [base]
+    return [f"{base}-{i:05d}-of-{count:05d}" for i in range(count)]
+
+
+def assert_shards_match_files(tfrecord_path: str, header: dict):
+    """Every listed shard exists with the listed size, and its records number as listed."""
+    folder = tfrecord_path.rpartition("/")[0]
+    assert sum(s["num_records"] for s in header["shards"]) == header["num_records"]
+    for shard in header["shards"]:
+        path = f"{folder}/{shard['file']}"
+        assert tf.io.gfile.stat(path).length == shard["num_bytes"], shard["file"]
+        records = tf.data.TFRecordDataset(path, compression_type=header["compression"] or "")
+        assert int(records.reduce(0, lambda n, _: n + 1)) == shard["num_records"], shard["file"]
+
+
+# ---- round trips: shards x compression x structure -------------------------------------------
+
+
+@pytest.mark.parametrize("structure", STRUCTURES)
+@pytest.mark.parametrize("compression", [None, "GZIP", "ZLIB"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_round_trip(paths, small_blocks, structure, compression, layout):
+    tfrecord_path, _ = paths
+    dataset = STRUCTURES[structure]()
+    header = save(dataset, tfrecord_path, compression=compression, **LAYOUTS[layout])
+
+    assert_same_elements(dataset, load(tfrecord_path))  # no compression argument needed
+    names = expected_file_names("data.tfrecord", LAYOUTS[layout], header)
+    assert [s["file"] for s in header["shards"]] == names
+    assert folder_contents(tfrecord_path) == sorted(names + ["data.tfrecord.header.yaml"])
+    assert header["num_records"] == NUM_ELEMENTS
+    assert header["compression"] == compression
+    assert read_header(tfrecord_path + ".header.yaml") == header
+    assert_shards_match_files(tfrecord_path, header)
+    if layout == "three_shards":
+        assert all(s["num_records"] > 0 for s in header["shards"]), header["shards"]
+    if layout == "shard_size":
+        assert len(header["shards"]) >= 3, header["shards"]
+        assert all(s["num_records"] > 0 for s in header["shards"]), header["shards"]
+
+
+@pytest.mark.parametrize("compression, magic", [("GZIP", b"\x1f\x8b"), ("ZLIB", b"\x78")])
+def test_compressed_files_are_compressed(paths, compression, magic):
+    tfrecord_path, _ = paths
+    save(flat_dict(), tfrecord_path, compression=compression.lower())
+    with open(tfrecord_path, "rb") as f:
+        assert f.read(len(magic)) == magic
+    with pytest.raises(tf.errors.DataLossError):
+        list(tf.data.TFRecordDataset(tfrecord_path))
+    assert read_header(tfrecord_path + ".header.yaml")["compression"] == compression
+
+
+def test_round_robin_deals_whole_blocks(paths):
+    """With the real block size: block i of `block_records` records goes to shard i % n."""
+    tfrecord_path, _ = paths
+    n = 2500
+    dataset = tf.data.Dataset.range(n).map(lambda i: {"id": i})
+    header = save(dataset, tfrecord_path, num_shards=3)
+    block = header["block_records"]
+    assert header["layout"] == "round_robin" and 1 <= block < n // 2
+    expected_counts = [0, 0, 0]
+    for start in range(0, n, block):
+        expected_counts[(start // block) % 3] += min(block, n - start)
+    assert [s["num_records"] for s in header["shards"]] == expected_counts
+    for i, shard in enumerate(header["shards"]):
+        assert shard["file"] == f"data.tfrecord-{i:05d}-of-00003"
+        records = tf.data.TFRecordDataset(f"{tfrecord_path}-{i:05d}-of-00003")
+        first = tf.io.parse_single_example(next(iter(records)),
+                                           {"id": tf.io.FixedLenFeature([], tf.int64)})
+        assert int(first["id"]) == i * block
+    assert ids_of(load(tfrecord_path)) == list(range(n))
+    assert ids_of(load(tfrecord_path, batch_size=1000).unbatch()) == list(range(n))
+
+
+@pytest.mark.parametrize("num_elements", [0, 3])
+def test_more_shards_than_records(paths, num_elements):
+    tfrecord_path, _ = paths
+    dataset = flat_dict(num_elements)
+    header = save(dataset, tfrecord_path, num_shards=5)
+    names = [f"data.tfrecord-{i:05d}-of-00005" for i in range(5)]
+    assert [s["file"] for s in header["shards"]] == names
+    assert folder_contents(tfrecord_path) == sorted(names + ["data.tfrecord.header.yaml"])
+    assert [s["num_records"] for s in header["shards"]] == [num_elements, 0, 0, 0, 0]
+    assert_shards_match_files(tfrecord_path, header)
+    assert_same_elements(dataset, load(tfrecord_path))
+    assert_same_elements(dataset, load(tfrecord_path, shuffle_files=True, deterministic=False))
+
+
+@pytest.mark.parametrize("first, second", [
+    ({"num_shards": 3}, {"num_shards": 1}),
+    ({"shard_size": SHARD_SIZE}, {"num_shards": 2}),
+    ({"num_shards": 4}, {"shard_size": SHARD_SIZE}),
+])
+def test_saving_again_leaves_no_stale_shards(paths, small_blocks, first, second):
+    tfrecord_path, _ = paths
+    save(flat_dict(), tfrecord_path, **first)
+    header = save(flat_dict(7), tfrecord_path, **second)
+    names = [s["file"] for s in header["shards"]]
+    assert folder_contents(tfrecord_path) == sorted(names + ["data.tfrecord.header.yaml"])
+    assert_same_elements(flat_dict(7), load(tfrecord_path))
+
+
+# ---- remote paths -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ram_filesystem(ram_folder, small_blocks, layout):
+    tfrecord_path = f"{ram_folder}/nested/data.tfrecord"  # the folder does not exist yet
+    dataset = ragged_and_unknown_shape()
+    header = save(dataset, tfrecord_path, compression="GZIP", **LAYOUTS[layout])
+    names = expected_file_names("data.tfrecord", LAYOUTS[layout], header)
+    assert folder_contents(tfrecord_path) == sorted(names + ["data.tfrecord.header.yaml"])
+    assert_shards_match_files(tfrecord_path, header)
+    assert_same_elements(dataset, load(tfrecord_path))
+    assert verify(tfrecord_path)["num_records"] == NUM_ELEMENTS
+
+
+def test_ram_filesystem_explicit_header_path(ram_folder):
+    tfrecord_path, header_path = f"{ram_folder}/data.tfrecord", f"{ram_folder}/meta/h.yaml"
+    save(flat_dict(), tfrecord_path, header_path, num_shards=2, compression="ZLIB")
+    assert tf.io.gfile.exists(header_path)
+    assert not tf.io.gfile.exists(tfrecord_path + ".header.yaml")
+    assert_same_elements(flat_dict(), load(tfrecord_path, header_path))
+
+
+# ---- parallel and shuffled reads ------------------------------------------------------------
+
+
+def test_shuffle_files(paths, small_blocks):
+    tfrecord_path, _ = paths
+    dataset = flat_dict()
+    header = save(dataset, tfrecord_path, num_shards=4)
+    assert all(s["num_records"] > 0 for s in header["shards"])
+    orders = []
+    for seed in range(5):
+        orders.append(ids_of(load(tfrecord_path, shuffle_files=True, seed=seed)))
+        # The same seed gives the same first epoch; each epoch reads the files in a new order.
+        shuffled = load(tfrecord_path, shuffle_files=True, seed=seed)
+        assert ids_of(shuffled) == orders[-1]
+        assert_same_multiset(dataset, shuffled)
+    assert any(order != list(range(NUM_ELEMENTS)) for order in orders), "files were not shuffled"
+
+
+@pytest.mark.parametrize("structure", STRUCTURES)
+@pytest.mark.parametrize("layout", ["three_shards", "shard_size"])
+def test_nondeterministic_read_gives_same_elements(paths, small_blocks, structure, layout):
+    tfrecord_path, _ = paths
+    dataset = STRUCTURES[structure]()
+    save(dataset, tfrecord_path, compression="GZIP", **LAYOUTS[layout])
+    assert_same_multiset(dataset, load(tfrecord_path, deterministic=False))
+    assert_same_multiset(dataset, load(tfrecord_path, deterministic=False, shuffle_files=True))
+
+
+@pytest.mark.parametrize("layout", ["three_shards", "shard_size"])
+def test_batched_load_keeps_order_across_shards(paths, small_blocks, layout):
+    tfrecord_path, _ = paths
+    save(flat_dict(), tfrecord_path, **LAYOUTS[layout])
+    assert_same_elements(flat_dict().batch(5), load(tfrecord_path, batch_size=5))
+    assert_same_elements(flat_dict().batch(5, drop_remainder=True),
+                         load(tfrecord_path, batch_size=5, drop_remainder=True))
+
+
+# ---- merge(): parts saved separately (one per machine), one header over all of them ---------
+
+
+def save_parts(folder, full: tf.data.Dataset, part_options: list[dict]) -> list[str]:
+    """Machine i of n saves `full.shard(n, i)` as `<folder>/data.tfrecord-part<i>`."""
+    parts = []
+    for i, options in enumerate(part_options):
+        part = f"{folder}/data.tfrecord-part{i}"
+        save(full.shard(len(part_options), i), part, **options)
+        parts.append(part)
+    return parts
+
+
+def concatenation(full: tf.data.Dataset, num_parts: int, order) -> tf.data.Dataset:
+    pieces = [full.shard(num_parts, i) for i in order]
+    result = pieces[0]
+    for piece in pieces[1:]:
+        result = result.concatenate(piece)
+    return result
+
+
+PART_OPTIONS = {
+    "one_file_each": [{}, {}],
+    "shard_size_parts": [{"shard_size": SHARD_SIZE}, {}, {"shard_size": SHARD_SIZE}],
+    "gzip": [{"compression": "GZIP", "shard_size": SHARD_SIZE}, {"compression": "GZIP"}],
+}
+
+
+@pytest.mark.parametrize("options", PART_OPTIONS)
+@pytest.mark.parametrize("reverse", [False, True], ids=["in_order", "reversed"])
+def test_merge_concatenates_parts(tmp_path, small_blocks, options, reverse):
+    part_options = PART_OPTIONS[options]
+    full = flat_dict()
+    parts = save_parts(tmp_path, full, part_options)
+    before = {name: os.path.getsize(tmp_path / name) for name in os.listdir(tmp_path)}
+    order = list(range(len(parts)))[::-1] if reverse else list(range(len(parts)))
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+
+    header = merge([parts[i] for i in order], tfrecord_path)
+
+    assert_same_elements(concatenation(full, len(parts), order), load(tfrecord_path))
+    part_headers = [read_header(p + ".header.yaml") for p in parts]
+    assert header["shards"] == [s for i in order for s in part_headers[i]["shards"]]
+    assert header["num_records"] == NUM_ELEMENTS
+    assert read_header(tfrecord_path + ".header.yaml") == header
+    # No records copied: the folder only gains the merged header.
+    after = {name: os.path.getsize(tmp_path / name) for name in os.listdir(tmp_path)}
+    assert set(after) - set(before) == {"data.tfrecord.header.yaml"}
+    assert all(after[name] == size for name, size in before.items())
+    assert verify(tfrecord_path)["num_records"] == NUM_ELEMENTS
+    assert_same_multiset(full, load(tfrecord_path, shuffle_files=True, deterministic=False))
+
+
+def test_merge_explicit_header_path_on_ram(ram_folder, small_blocks):
+    full = features_label()
+    parts = save_parts(ram_folder, full, [{"compression": "ZLIB"}] * 3)
+    header_path = f"{ram_folder}/merged.yaml"
+    merge(parts, f"{ram_folder}/data.tfrecord", header_path)
+    assert not tf.io.gfile.exists(f"{ram_folder}/data.tfrecord.header.yaml")
+    assert_same_elements(concatenation(full, 3, range(3)),
+                         load(f"{ram_folder}/data.tfrecord", header_path))
+
+
+def _float64_x(element):
+    return {**element, "x": tf.cast(element["x"], tf.float64)}
+
+
+def _without_name(element):
+    return {k: v for k, v in element.items() if k != "name"}
+
+
+@pytest.mark.parametrize("change, kwargs, problem", [
+    (_float64_x, {}, "features"),
+    (_without_name, {}, "features|structure"),
+    (lambda element: element, {"compression": "GZIP"}, "compression"),
+    (lambda element: element, {"num_shards": 3}, "num_shards"),
+], ids=["dtype", "missing_feature", "compression", "round_robin_shards"])
+def test_merge_rejects_mismatched_part(tmp_path, small_blocks, change, kwargs, problem):
+    good = str(tmp_path / "data.tfrecord-part0")
+    bad = str(tmp_path / "data.tfrecord-part1")
+    save(flat_dict(), good)
+    save(flat_dict().map(change), bad, **kwargs)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(SchemaError, match=re.escape(bad) + f".*({problem})"):
+        merge([good, bad], str(tmp_path / "data.tfrecord"))
+    assert sorted(os.listdir(tmp_path)) == before  # no header, no temporary file
+
+
+def test_merge_rejects_part_in_another_folder(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    here = str(tmp_path / "data.tfrecord-part0")
+    elsewhere = str(tmp_path / "elsewhere" / "data.tfrecord-part1")
+    save(flat_dict(), here)
+    save(flat_dict(), elsewhere)
+    with pytest.raises(SchemaError, match=re.escape(elsewhere)):
+        merge([here, elsewhere], str(tmp_path / "data.tfrecord"))
+    assert not (tmp_path / "data.tfrecord.header.yaml").exists()
+
+
+def test_merged_dataset_matches_one_save_of_everything(tmp_path):
+    """Parts of `ds.shard(n, i)` merged hold the same multiset as saving `ds` at once."""
+    full = ragged_and_unknown_shape()
+    parts = save_parts(tmp_path, full, [{}] * 4)
+    merge(parts, str(tmp_path / "data.tfrecord"))
+    assert_same_multiset(full, load(str(tmp_path / "data.tfrecord")))
+    merged_ids = ids_of(load(str(tmp_path / "data.tfrecord")))
+    assert merged_ids == [i for part in range(4) for i in range(part, NUM_ELEMENTS, 4)]
+    np.testing.assert_array_equal(np.sort(merged_ids), np.arange(NUM_ELEMENTS))
+
+
+def test_merge_with_an_empty_part(tmp_path):
+    full = flat_dict()
+    parts = [str(tmp_path / "data.tfrecord-part0"), str(tmp_path / "data.tfrecord-part1")]
+    save(full.take(0), parts[0])  # a machine whose share was empty
+    save(full, parts[1], shard_size=SHARD_SIZE)
+    header = merge(parts, str(tmp_path / "data.tfrecord"))
+    assert header["shards"][0] == {"file": "data.tfrecord-part0", "num_records": 0,
+                                   "num_bytes": 0}
+    assert_same_elements(full, load(str(tmp_path / "data.tfrecord")))
+
+
+def test_saving_over_a_merged_dataset_keeps_its_parts(tmp_path):
+    """The merged header lists the parts' files; replacing it must not delete them."""
+    full = flat_dict()
+    parts = save_parts(tmp_path, full, [{}, {"shard_size": SHARD_SIZE}])
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    merge(parts, tfrecord_path)
+    save(features_label(), tfrecord_path, num_shards=2)
+    assert_same_elements(features_label(), load(tfrecord_path))
+    for i, part in enumerate(parts):
+        assert_same_elements(full.shard(2, i), load(part))
+
+
+def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    part0_header = (tmp_path / "data.tfrecord-part0.header.yaml").read_bytes()
+    with pytest.raises(ValueError, match=re.escape(parts[0])):
+        merge(parts, parts[0])  # would replace part 0's own header
+    assert (tmp_path / "data.tfrecord-part0.header.yaml").read_bytes() == part0_header
+    with pytest.raises(ValueError, match=re.escape(parts[1])):
+        merge([parts[0], parts[1], parts[1]], str(tmp_path / "data.tfrecord"))
+    assert not (tmp_path / "data.tfrecord.header.yaml").exists()
