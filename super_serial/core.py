@@ -845,7 +845,8 @@ def save(
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
-    block_records, batch_records = _block_and_batch_records(features)
+    block_records, batch_records = _block_and_batch_records(features, num_shards or 1,
+                                                            cardinality)
     folder = _dirname(tfrecord_path)
     if folder and not tf.io.gfile.isdir(folder):
         tf.io.gfile.makedirs(folder)
@@ -895,10 +896,16 @@ def _element_bytes(feature: _Feature) -> int:
     return itemsize * math.prod(64 if d is None else d for d in feature.shape) + 16
 
 
-def _block_and_batch_records(features: list) -> tuple[int, int]:
-    """Records per block (parsed together on load) and elements per batch encoded on save."""
+def _block_and_batch_records(features: list, num_shards: int, cardinality: int
+                             ) -> tuple[int, int]:
+    """Records per block (parsed together on load) and elements per batch encoded on save.
+
+    With several shards and a known size, blocks are small enough that every shard gets some.
+    """
     size = sum(_element_bytes(f) for f in features)
     block = max(1, min(1024, _TARGET_BLOCK_BYTES // size))
+    if num_shards > 1 and cardinality > 0:
+        block = max(1, min(block, -(-cardinality // num_shards)))
     batch = max(1, min(_MAX_BATCH_RECORDS, _TARGET_BATCH_BYTES // size) // block) * block
     return block, batch
 
