@@ -1,17 +1,23 @@
 """super_serial: save any tf.data.Dataset as standard TFRecords, and load it back exactly."""
 
-from super_serial.core import (
-    CorruptDataError,
-    HeaderError,
-    SchemaError,
-    SuperSerialError,
-    default_header_path,
-    load,
-    merge,
-    read_header,
-    save,
-    verify,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from super_serial.core import (
+        CorruptDataError,
+        HeaderError,
+        SchemaError,
+        SuperSerialError,
+        default_header_path,
+        load,
+        merge,
+        read_header,
+        save,
+        verify,
+    )
 
 __version__ = "0.1.0"
 
@@ -27,3 +33,15 @@ __all__ = [
     "save",
     "verify",
 ]
+
+
+def __getattr__(name: str):
+    # The core, and with it TensorFlow, is imported on first use, so that `super-serial --help`
+    # starts at once and the command line can quiet TensorFlow's logging before it loads.
+    if name in __all__:
+        return getattr(importlib.import_module("super_serial.core"), name)
+    raise AttributeError(f"module 'super_serial' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -117,7 +117,7 @@ _LEGAL_ENCODINGS = {
     d.name: {d.encoding}
     | ({"float"} if d.tf_dtype.is_floating else set())
     | ({"int64"} if d.tf_dtype.is_integer else set())
-    | ({"raw"} if d.name != "string" else set())
+    | ({"raw"} if d.raw_as is not None else set())
     for d in _DTYPE_TABLE
 }
 
@@ -1580,6 +1580,9 @@ def _tf_message(error: tf.errors.OpError) -> str:
     if text.startswith("{{function_node"):
         text = text.split("}}", 1)[-1]
     text = text.split("\n\t [[", 1)[0].split(" [Op:", 1)[0].strip()
+    # tf.data's preamble for errors raised inside a map function
+    text = re.sub(r"^Error in user-defined function passed to \S+ transformation with "
+                  r"iterator: \S+: ", "", text)
     if "super_serial:" in text:  # our own assertion: "assertion failed: [super_serial: ...]"
         text = text[text.index("super_serial:") + len("super_serial:"):].strip()
         text = text[:-1] if text.endswith("]") else text

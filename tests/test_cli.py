@@ -1,0 +1,258 @@
+"""The command line, run through its entry points: `python -m super_serial` and `super-serial`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import super_serial
+from super_serial import cli
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "super-serial"
+ELEMENTS = 200
+
+
+def run(*args: str, script: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs the command line in a fresh process and returns its exit code and output."""
+    command = [str(CONSOLE_SCRIPT)] if script else [sys.executable, "-m", "super_serial"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("super-serial: error:")]
+
+
+def assert_fails_naming(result: subprocess.CompletedProcess, name: str):
+    """Exit 1, one error line naming `name`, no traceback, nothing on stdout."""
+    assert result.returncode == 1, result.stderr
+    lines = error_lines(result)
+    assert len(lines) == 1 and name in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """A small dataset in two populated shards: fixed, unknown-length, string, ragged, nested."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(0, 6, ELEMENTS)
+    images = rng.integers(0, 256, (ELEMENTS, 48, 48, 3), dtype=np.uint8)
+
+    def generate():
+        for i in range(ELEMENTS):
+            yield {
+                "image": images[i],
+                "label": np.int64(i),
+                "tokens": np.arange(lengths[i], dtype=np.int32),
+                "meta": {"name": f"element {i} ".encode() * 10,
+                         "words": tf.RaggedTensor.from_row_lengths(
+                             np.arange(lengths[i] * 2, dtype=np.int64), [lengths[i]] * 2)},
+            }
+
+    signature = {
+        "image": tf.TensorSpec([48, 48, 3], tf.uint8),
+        "label": tf.TensorSpec([], tf.int64),
+        "tokens": tf.TensorSpec([None], tf.int32),
+        "meta": {"name": tf.TensorSpec([], tf.string),
+                 "words": tf.RaggedTensorSpec([2, None], tf.int64, ragged_rank=1)},
+    }
+    path = tmp_path_factory.mktemp("saved") / "data.tfrecord"
+    header = super_serial.save(tf.data.Dataset.from_generator(generate, output_signature=signature),
+                               path, num_shards=2)
+    assert [s["num_records"] > 0 for s in header["shards"]] == [True, True], header["shards"]
+    return path
+
+
+@pytest.fixture
+def scratch(saved, tmp_path) -> Path:
+    """A private copy of the saved dataset, for tests that damage it."""
+    for file in saved.parent.iterdir():
+        shutil.copy(file, tmp_path / file.name)
+    return tmp_path / saved.name
+
+
+def shard(path: Path, index: int) -> Path:
+    return path.parent / f"{path.name}-{index:05d}-of-00002"
+
+
+# ---- demo ---------------------------------------------------------------------------------
+
+
+def test_demo_round_trips_and_compares_with_tf_data(tmp_path):
+    result = run("demo", str(tmp_path / "demo"), script=True)
+
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "format: super_serial" in out  # the header file text
+    assert re.search(r"^feature +dtype +shape +encoding +ragged rank$", out, re.M)  # inspect
+    assert "identical: yes" in out
+    ratio = re.search(r"^ratio super_serial / tf\.data +([\d.]+) +([\d.]+) +([\d.]+)$", out, re.M)
+    assert ratio and all(float(r) > 0 for r in ratio.groups()), out
+    kept = sorted(p.name for p in (tmp_path / "demo").iterdir())
+    assert kept == ["demo.tfrecord-00000-of-00002", "demo.tfrecord-00001-of-00002",
+                    "demo.tfrecord.header.yaml"]
+
+
+# ---- inspect ------------------------------------------------------------------------------
+
+
+def test_inspect_prints_schema_structure_and_shards(saved):
+    result = run("inspect", str(saved))
+
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
+    assert rows["image"] == ["uint8", "[48,", "48,", "3]", "int64", "0"]
+    assert rows["label"] == ["int64", "[]", "int64", "0"]
+    assert rows["tokens"] == ["int32", "[None]", "int64", "0"]
+    assert rows["meta/name"] == ["string", "[]", "bytes", "0"]
+    assert rows["meta/words"] == ["int64", "[2,", "None]", "int64", "1"]
+    assert "structure: {image, label, meta: {name, words}, tokens}" in out
+    assert f"{ELEMENTS} records" in out and "compression none" in out and "version 1" in out
+    header = super_serial.read_header(super_serial.default_header_path(saved))
+    for s in header["shards"]:
+        assert rows[s["file"]] == [f"{s['num_records']:,}", f"{s['num_bytes']:,}"]
+    assert rows["total"][0] == f"{ELEMENTS:,}"
+
+
+def test_inspect_json_is_the_header_for_scripts(saved):
+    result = run("inspect", str(saved), "--header", str(saved) + ".header.yaml", "--json")
+
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["num_records"] == ELEMENTS and info["version"] == 1
+    assert info["compression"] is None and info["format"] == "super_serial"
+    features = {f["name"]: f for f in info["features"]}
+    assert list(features) == ["image", "label", "meta/name", "meta/words", "tokens"]
+    assert features["tokens"]["shape"] == [None] and features["tokens"]["dtype"] == "int32"
+    assert features["meta/words"]["path"] == ["meta", "words"]
+    assert features["meta/words"]["ragged_rank"] == 1
+    assert info["structure"]["meta"] == {"name": "meta/name", "words": "meta/words"}
+    assert [s["file"] for s in info["shards"]] == [shard(saved, 0).name, shard(saved, 1).name]
+    assert sum(s["num_records"] for s in info["shards"]) == ELEMENTS
+    assert info["num_bytes"] == sum(shard(saved, i).stat().st_size for i in range(2))
+
+
+# ---- verify -------------------------------------------------------------------------------
+
+
+def test_verify_ok(saved):
+    result = run("verify", str(saved), script=True)
+
+    assert result.returncode == 0, result.stderr
+    total = sum(shard(saved, i).stat().st_size for i in range(2))
+    assert f"OK: 2 files, {ELEMENTS} records, {total:,} bytes" in result.stdout
+    assert str(shard(saved, 1)) in result.stdout
+
+
+def test_verify_names_a_file_with_a_flipped_byte(scratch):
+    target = shard(scratch, 0)
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size: only the checksums can tell
+    target.write_bytes(bytes(data))
+
+    assert_fails_naming(run("verify", str(scratch)), str(target))
+
+
+def test_verify_names_a_truncated_file(scratch):
+    target = shard(scratch, 1)
+    target.write_bytes(target.read_bytes()[:-100])
+
+    assert_fails_naming(run("verify", str(scratch)), str(target))
+
+
+def test_verify_names_a_missing_record_file(scratch):
+    shard(scratch, 1).unlink()
+
+    assert_fails_naming(run("verify", str(scratch)), str(shard(scratch, 1)))
+
+
+def test_verify_names_the_record_and_feature_that_do_not_match_the_header(saved, tmp_path):
+    header = Path(str(saved) + ".header.yaml").read_text()
+    edited = tmp_path / "edited.header.yaml"
+    edited.write_text(header.replace("shape: [48, 48, 3]", "shape: [48, 48, 2]"))
+
+    result = run("verify", str(saved), "--header", str(edited))
+
+    assert_fails_naming(result, f"{shard(saved, 0)}:0")  # file:record
+    assert "image" in error_lines(result)[0]
+
+
+# ---- head ---------------------------------------------------------------------------------
+
+
+def test_head_prints_the_first_elements(saved):
+    result = run("head", str(saved), "-n", "2")
+
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert re.findall(r"^element \d+$", out, re.M) == ["element 0", "element 1"]
+    assert re.search(r"^  label +int64 +0$", out, re.M)
+    assert re.search(r"^  meta/name +string +b'element 0 element 0 .*\.\.\.\(100 bytes\)$", out,
+                     re.M)
+    assert re.search(r"^  image +uint8\[48, 48, 3\]$", out, re.M)
+    assert "..." in out and len(out.splitlines()) < 40  # the image is summarized
+
+
+# ---- usage and errors ---------------------------------------------------------------------
+
+
+def test_bad_usage_exits_2():
+    result = run("head", "data.tfrecord", "-n", "0")
+
+    assert result.returncode == 2
+    assert "usage: super-serial head" in result.stderr and "Traceback" not in result.stderr
+    assert "argument -n/--num: expected a positive integer, got 0" in result.stderr
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["verify"], ["head", "x", "-n", "two"]])
+def test_bad_usage_in_process(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("usage: super-serial")
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    # Without --debug, every failure above is one line and no traceback (assert_fails_naming).
+    result = run("--debug", "verify", str(tmp_path / "none.tfrecord"))
+
+    assert result.returncode == 1
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "HeaderError" in result.stderr
+    assert error_lines(result)[-1].endswith("none.tfrecord.header.yaml: header file not found")
+
+
+# ---- help (in-process: argparse alone, no TensorFlow work) --------------------------------
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["inspect"], ["verify"], ["head"]])
+def test_help_describes_every_command(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*command, "--help"])
+
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: super-serial {' '.join(command)}".rstrip())
+    if not command:
+        for name in ("demo", "inspect", "verify", "head"):
+            assert re.search(rf"^    {name} +\S", out, re.M), name
+    assert "--debug" in out
+
+
+@pytest.mark.parametrize("argv", [["--debug", "inspect", "x"], ["inspect", "x", "--debug"]])
+def test_debug_goes_before_or_after_the_command(argv):
+    assert cli._parser().parse_args(argv).debug is True
+    assert cli._parser().parse_args(["inspect", "x"]).debug is False
