@@ -619,27 +619,40 @@ def _varint_bytes(value: int) -> bytes:
             return bytes(out)
 
 
-_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
-_VARINT_SHIFTS = np.arange(10, dtype=np.uint64) * np.uint64(7)
-
-
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Protobuf varints of uint64 values: (bytes of all values in order, length of each)."""
-    values = values.astype(np.uint64, copy=False)
-    if values.size == 0 or int(values.max()) < 0x80:
-        return values.astype(np.uint8), np.ones(values.size, np.int64)
-    lengths = 1 + (values[:, None] >= _VARINT_LIMITS).sum(axis=1)
-    groups = ((values[:, None] >> _VARINT_SHIFTS) & np.uint64(0x7F)).astype(np.uint8)
-    column = np.arange(10)
-    groups |= np.where(column < (lengths - 1)[:, None], np.uint8(0x80), np.uint8(0))
-    return groups[column < lengths[:, None]], lengths
+    """Protobuf varints of integers as int64 (negative ones take 10 bytes).
+
+    Returns the bytes of all varints in order and each varint's length (uint8). The work is
+    done in the values' own width, so small ints (images of uint8, say) stay cheap.
+    """
+    if values.dtype.kind == "b":
+        values = values.view(np.uint8)
+    elif values.dtype.kind == "i":
+        if values.size and values.min() < 0:
+            values = values.astype(np.int64).view(np.uint64)
+        else:
+            values = values.view(f"u{values.dtype.itemsize}")
+    top = int(values.max()) if values.size else 0
+    if top < 0x80:
+        return values.astype(np.uint8), np.ones(values.size, np.uint8)
+    most = (top.bit_length() + 6) // 7  # bytes of the longest varint
+    lengths = np.ones(values.size, np.uint8)
+    for k in range(1, most):
+        lengths += values >= (1 << (7 * k))
+    groups = np.empty((values.size, most), np.uint8)  # 7 bits a byte, low bits first
+    present = np.empty((values.size, most), bool)
+    for k in range(most):
+        groups[:, k] = (values >> (7 * k)) & 0x7F
+        present[:, k] = lengths > k
+    groups[:, :-1] |= present[:, 1:].view(np.uint8) << 7  # "more bytes follow"
+    return np.compress(present.ravel(), groups.ravel()), lengths
 
 
 def _varint_col(lengths: np.ndarray) -> _Col:
     data, sizes = _varints(lengths)
     if sizes.size and (sizes == sizes[0]).all():
         return _Col(data.reshape(len(lengths), -1))
-    return _Col(data, sizes)
+    return _Col(data, sizes.astype(np.int64))
 
 
 def _wrap(prefix: bytes, pieces: list, rows: int) -> list:
@@ -654,9 +667,15 @@ def _total_lengths(pieces: list, rows: int) -> np.ndarray:
     return total
 
 
-def _group_rows(data: np.ndarray, item_lengths: np.ndarray, splits: np.ndarray) -> _Col:
-    """Regroups a ragged column of items into rows of items, `splits` giving each row's items."""
-    ends = np.concatenate([[0], np.cumsum(item_lengths)])
+def _group_rows(data: np.ndarray, item_lengths: np.ndarray, splits: np.ndarray | None,
+                rows: int) -> _Col:
+    """Regroups a ragged column of items into rows: row i holds items `splits[i]:splits[i+1]`,
+    or an equal share of the items when `splits` is None."""
+    if splits is None:
+        if not item_lengths.size:
+            return _Col(data, np.zeros(rows, np.int64))
+        return _Col(data, item_lengths.reshape(rows, -1).sum(axis=1, dtype=np.int64))
+    ends = np.concatenate([[0], np.cumsum(item_lengths, dtype=np.int64)])
     return _Col(data, np.diff(ends[splits]))
 
 
@@ -704,7 +723,7 @@ def _encode_list(encoding: str, values: np.ndarray, splits: np.ndarray | None, r
 
     `values` holds every row's values in order, flattened; row i owns values
     `splits[i]:splits[i + 1]` (or an equal share of them when `splits` is None).
-    Mirrors `_decode_values` and `_decode_raw`.
+    Mirrored by `_Decoder._parse_specs` and `_decode_raw_fixed` / `_decode_raw_ragged`.
     """
     if encoding in ("float", "raw"):  # one length-delimited field of little-endian bytes
         if encoding == "float":
@@ -713,11 +732,9 @@ def _encode_list(encoding: str, values: np.ndarray, splits: np.ndarray | None, r
         if splits is None:
             return _wrap(b"\x0a", [_Col(data.reshape(rows, data.size // rows))], rows)
         return _wrap(b"\x0a", [_Col(data, np.diff(splits) * values.dtype.itemsize)], rows)
-    if splits is None:
-        splits = np.arange(rows + 1, dtype=np.int64) * (values.size // max(rows, 1))
     if encoding == "int64":  # packed varints of the values as int64
-        data, sizes = _varints(values.astype(np.int64).view(np.uint64))
-        return _wrap(b"\x0a", [_group_rows(data, sizes, splits)], rows)
+        data, sizes = _varints(values)
+        return _wrap(b"\x0a", [_group_rows(data, sizes, splits, rows)], rows)
     # bytes: one length-delimited field per string
     strings = values.tolist()
     sizes = np.fromiter(map(len, strings), np.int64, len(strings))
@@ -726,7 +743,7 @@ def _encode_list(encoding: str, values: np.ndarray, splits: np.ndarray | None, r
          _Col(np.frombuffer(b"".join(strings), np.uint8), sizes)],
         len(strings),
     )
-    return [_group_rows(data, np.diff(offsets), splits)]
+    return [_group_rows(data, np.diff(offsets), splits, rows)]
 
 
 def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
