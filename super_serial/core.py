@@ -749,15 +749,24 @@ def _encode_list(encoding: str, values: np.ndarray, splits: np.ndarray | None, r
 def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     """Splits one batched component into its TFRecord keys: {key: (encoding, values, splits)}.
 
-    `leaf` is the batch as `_batched_for_encoding` prepares it. Mirrors `_decode_feature`.
+    `leaf` is the batch as `_batches_for_encoding` prepares it. Mirrors `_decode_feature`.
     """
     if feature.kind == "fixed":
         return {feature.name: (feature.encoding, _numpy(leaf).reshape(-1), None)}
     if feature.kind == "varshape":
-        values, shapes = leaf
+        if isinstance(leaf, tuple):  # flattened values and shapes
+            values, shapes = leaf
+            flat, splits, shapes = _numpy(values.flat_values), values.row_splits.numpy(), \
+                shapes.numpy()
+        else:  # a ragged batch whose only ragged dim is the first
+            inner = feature.shape[1:]
+            flat, splits = _numpy(leaf.flat_values), leaf.row_splits.numpy() * math.prod(inner)
+            shapes = np.empty((len(splits) - 1, len(feature.shape)), np.int64)
+            shapes[:, 0] = np.diff(leaf.row_splits.numpy())
+            shapes[:, 1:] = inner
         return {
-            feature.name: (feature.encoding, _numpy(values.flat_values), values.row_splits.numpy()),
-            feature.shape_key: ("int64", shapes.numpy().reshape(-1), None),
+            feature.name: (feature.encoding, flat.reshape(-1), splits),
+            feature.shape_key: ("int64", shapes.reshape(-1), None),
         }
     nested = [s.numpy() for s in leaf.nested_row_splits]
     flat = _numpy(leaf.flat_values)
@@ -930,10 +939,11 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
 def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
     """Batches of the dataset as lists of components (one per feature) ready to encode.
 
-    Components of unknown shape are flattened first, with their shapes beside them, so that
-    zero-size and unknown dims keep their exact extent.
+    Components whose only unknown dim is the first are batched as ragged tensors, which keeps
+    their shapes. Other components of unknown shape are flattened first, with their shapes
+    beside them, so that every dim (a 7 after a 0, say) keeps its exact extent.
     """
-    if any(f.kind == "varshape" for f in features):
+    if any(f.kind == "varshape" and None in f.shape[1:] for f in features):
         is_tuple = isinstance(dataset.element_spec, tuple)
 
         def flatten(*element):
@@ -947,6 +957,9 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
         batched = dataset.map(flatten, num_parallel_calls=tf.data.AUTOTUNE)
         batched = batched.ragged_batch(batch_records)
         unpack = list
+    elif any(f.kind == "varshape" for f in features):
+        batched = dataset.ragged_batch(batch_records)
+        unpack = tf.nest.flatten
     else:
         batched = dataset.batch(batch_records)
         unpack = tf.nest.flatten
@@ -1389,13 +1402,16 @@ class _Decoder:
         self.features = header.features
         self.original = original_dtypes
         self.reshaped = [f.kind == "varshape" and not self._as_bytes(f) for f in self.features]
-        # Batches are used whole unless components of unknown shape need a per-element reshape.
-        self.whole_blocks = batched and not any(self.reshaped)
+        # Batches are used whole (components of unknown shape as ragged batches, as
+        # Dataset.ragged_batch gives them) unless an unknown dim other than the first needs a
+        # reshape for each element.
+        self.whole_blocks = batched and not any(
+            r and None in f.shape[1:] for f, r in zip(self.features, self.reshaped))
         # tf.data's unbatch crashes on zero-size components (TF 2.21), so those are left out of
         # the blocks and made again for each element.
         self.empty = [f.kind == "fixed" and 0 in f.shape and not self.whole_blocks
                       for f in self.features]
-        self.element_map = any(self.reshaped) or any(self.empty)
+        self.element_map = not self.whole_blocks and (any(self.reshaped) or any(self.empty))
         self.specs = {}
         for f in self.features:
             self.specs.update(self._parse_specs(f))
@@ -1483,6 +1499,9 @@ class _Decoder:
             _check(tf.logical_and(shapes >= 0, tf.logical_or(tf.equal(shapes, known),
                                                               tf.equal(known, -1))),
                    path, f, f"a stored shape does not fit {list(f.shape)}")
+            if self.whole_blocks:  # [rows, None, *inner] like Dataset.ragged_batch
+                inner = tf.reshape(values.flat_values, [-1, *f.shape[1:]])
+                return tf.RaggedTensor.from_row_lengths(inner, shapes[:, 0], validate=False)
             return values, shapes
         return self._rebuild_ragged(f, values, parsed, path)
 
