@@ -133,6 +133,7 @@ class _Feature:
     encoding: str
     ragged_rank: int = 0
     row_splits_dtype: str = "int64"
+    ragged: bool = False  # a tf.RaggedTensor component (its ragged_rank may be 0)
 
     @property
     def kind(self) -> str:
@@ -163,7 +164,7 @@ class _Feature:
         dtype = self.dtype.tf_dtype if original_dtypes else _STORED[self.encoding]
         if self.encoding == "raw" and not original_dtypes:
             return tf.TensorSpec([], tf.string)
-        if self.ragged_rank:
+        if self.ragged:
             return tf.RaggedTensorSpec(
                 self.shape, dtype, self.ragged_rank, tf.as_dtype(self.row_splits_dtype)
             )
@@ -177,7 +178,7 @@ class _Feature:
             "shape": list(self.shape),
             "encoding": self.encoding,
         }
-        if self.ragged_rank:
+        if self.ragged:
             out["ragged_rank"] = self.ragged_rank
             out["row_splits_dtype"] = self.row_splits_dtype
         return out
@@ -303,8 +304,14 @@ def _feature_from_spec(spec, path) -> _Feature:
         )
     shape = tuple(spec.shape.as_list())
     feature = _Feature(name, path, dtype, shape, dtype.encoding, ragged_rank)
-    if ragged_rank:
-        feature = dataclasses.replace(feature, row_splits_dtype=spec.row_splits_dtype.name)
+    if isinstance(spec, tf.RaggedTensorSpec):
+        feature = dataclasses.replace(feature, row_splits_dtype=spec.row_splits_dtype.name,
+                                      ragged=True)
+        if not shape or (not ragged_rank and None in shape[1:]):
+            raise SchemaError(
+                f"feature '{name}': a ragged tensor of ragged rank 0 and shape {list(shape)} is "
+                "not supported; only its first dim may be unknown"
+            )
         if None in feature.inner_shape:
             raise SchemaError(
                 f"feature '{name}': ragged tensor of shape {list(shape)} has unknown dims after "
@@ -477,12 +484,12 @@ class _HeaderParser:
         if splits not in ("int32", "int64"):
             self.fail(f"{field}.row_splits_dtype", f"expected int32 or int64, found "
                                                    f"{_short(splits)}")
-        feature = _Feature(name, path, dtype, shape, encoding, ragged_rank, splits)
+        ragged = "ragged_rank" in raw
+        feature = _Feature(name, path, dtype, shape, encoding, ragged_rank, splits, ragged)
         if ragged_rank and None in feature.inner_shape:
             self.fail(f"{field}.shape", "dims after the ragged dims must be known")
-        if ragged_rank and encoding == "raw" and feature.row_splits_dtype not in ("int32",
-                                                                                   "int64"):
-            self.fail(f"{field}.row_splits_dtype", "invalid")
+        if ragged and not ragged_rank and (not shape or None in shape[1:]):
+            self.fail(f"{field}.shape", "with ragged_rank 0 only the first dim may be unknown")
         known = [d for d in shape if d is not None]
         itemsize = 1 if dtype.name == "string" else dtype.tf_dtype.size
         if math.prod(known) * itemsize > _MAX_RECORD_BYTES:
@@ -752,6 +759,8 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     `leaf` is the batch as `_batches_for_encoding` prepares it. Mirrors `_decode_feature`.
     """
     if feature.kind == "fixed":
+        if isinstance(leaf, tf.RaggedTensor):  # ragged rank 0, batched with a uniform dim
+            leaf = leaf.flat_values
         return {feature.name: (feature.encoding, _numpy(leaf).reshape(-1), None)}
     if feature.kind == "varshape":
         if isinstance(leaf, tuple):  # flattened values and shapes
@@ -1231,6 +1240,7 @@ class _Progress:
 # --------------------------------------------------------------------------------------------
 
 
+@tf.autograph.experimental.do_not_convert  # no tensor-dependent Python control flow inside
 def load(
     tfrecord_path,
     header_path=None,
@@ -1401,7 +1411,8 @@ class _Decoder:
         self.header = header
         self.features = header.features
         self.original = original_dtypes
-        self.reshaped = [f.kind == "varshape" and not self._as_bytes(f) for f in self.features]
+        self.reshaped = [f.kind == "varshape" and not f.ragged and not self._as_bytes(f)
+                         for f in self.features]
         # Batches are used whole (components of unknown shape as ragged batches, as
         # Dataset.ragged_batch gives them) unless an unknown dim other than the first needs a
         # reshape for each element.
@@ -1409,8 +1420,8 @@ class _Decoder:
             r and None in f.shape[1:] for f, r in zip(self.features, self.reshaped))
         # tf.data's unbatch crashes on zero-size components (TF 2.21), so those are left out of
         # the blocks and made again for each element.
-        self.empty = [f.kind == "fixed" and 0 in f.shape and not self.whole_blocks
-                      for f in self.features]
+        self.empty = [f.kind == "fixed" and 0 in f.shape and not f.ragged and not
+                      self.whole_blocks for f in self.features]
         self.element_map = not self.whole_blocks and (any(self.reshaped) or any(self.empty))
         self.specs = {}
         for f in self.features:
@@ -1485,8 +1496,14 @@ class _Decoder:
             if f.encoding == "raw":
                 rows = tf.shape(values)[:1]
                 values = _decode_raw_fixed(f, values, path)
-                return tf.reshape(values, tf.concat([rows, tf.constant(f.shape, tf.int32)], 0))
-            return self._restore(f, values)
+                values = tf.reshape(values, tf.concat([rows, tf.constant(f.shape, tf.int32)], 0))
+            else:
+                values = self._restore(f, values)
+            if f.ragged:  # ragged rank 0: a batch of them is ragged in its second dim
+                splits_dtype = tf.as_dtype(f.row_splits_dtype)
+                return tf.RaggedTensor.from_uniform_row_length(
+                    tf.reshape(values, [-1, *f.shape[1:]]), tf.constant(f.shape[0], splits_dtype))
+            return values
         if f.encoding == "raw":
             values = _decode_raw_ragged(f, values, path)
         else:
@@ -1499,9 +1516,10 @@ class _Decoder:
             _check(tf.logical_and(shapes >= 0, tf.logical_or(tf.equal(shapes, known),
                                                               tf.equal(known, -1))),
                    path, f, f"a stored shape does not fit {list(f.shape)}")
-            if self.whole_blocks:  # [rows, None, *inner] like Dataset.ragged_batch
+            if self.whole_blocks or f.ragged:  # [rows, None, *inner] like ragged_batch
                 inner = tf.reshape(values.flat_values, [-1, *f.shape[1:]])
-                return tf.RaggedTensor.from_row_lengths(inner, shapes[:, 0], validate=False)
+                lengths = tf.cast(shapes[:, 0], tf.as_dtype(f.row_splits_dtype))
+                return tf.RaggedTensor.from_row_lengths(inner, lengths, validate=False)
             return values, shapes
         return self._rebuild_ragged(f, values, parsed, path)
 
