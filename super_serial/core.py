@@ -1088,15 +1088,11 @@ class _RecordFiles:
         header_temp = _temp_name(header_path, self.token)
         self.temp_paths.append(header_temp)
         _write_header(header_temp, header)
-        for name, temp in zip(names, self.temp_paths):
-            tf.io.gfile.rename(temp, _join(self.folder, name), overwrite=True)
-        tf.io.gfile.rename(header_temp, header_path, overwrite=True)
+        destinations = [_join(self.folder, name) for name in names] + [header_path]
+        _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
         self.temp_paths = []
         for name in sorted(stale):
-            try:
-                tf.io.gfile.remove(_join(self.folder, name))
-            except tf.errors.OpError:
-                pass
+            _remove_quietly(_join(self.folder, name))
         return header
 
     def _old_shards(self, header_path: str) -> set:
@@ -1119,12 +1115,43 @@ class _RecordFiles:
             except Exception:  # noqa: BLE001 - cleaning up after the real error
                 pass
         for temp in self.temp_paths:
+            _remove_quietly(temp)
+        self.writers, self.temp_paths = [], []
+
+
+def _move_into_place(moves: list, token: str):
+    """Renames each (temporary, destination) pair in order, the header last.
+
+    Files already at the destinations are first moved aside; if any rename fails, the new
+    files are removed and the old ones moved back, so a failed save changes nothing.
+    """
+    aside, placed = [], []
+    try:
+        for temp, destination in moves:
+            if tf.io.gfile.exists(destination):
+                backup = _temp_name(destination, token, ".old")
+                tf.io.gfile.rename(destination, backup, overwrite=True)
+                aside.append((backup, destination))
+            tf.io.gfile.rename(temp, destination, overwrite=True)
+            placed.append(destination)
+    except BaseException:
+        for destination in placed:
+            _remove_quietly(destination)
+        for backup, destination in aside:
             try:
-                if tf.io.gfile.exists(temp):
-                    tf.io.gfile.remove(temp)
+                tf.io.gfile.rename(backup, destination, overwrite=True)
             except tf.errors.OpError:
                 pass
-        self.writers, self.temp_paths = [], []
+        raise
+    for backup, _ in aside:
+        _remove_quietly(backup)
+
+
+def _remove_quietly(path: str):
+    try:
+        tf.io.gfile.remove(path)
+    except tf.errors.OpError:
+        pass
 
 
 def _temp_name(path: str, token: str, index: int | str = "") -> str:
@@ -1201,8 +1228,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         _write_header(temp, merged)
         tf.io.gfile.rename(temp, header_path, overwrite=True)
     finally:
-        if tf.io.gfile.exists(temp):
-            tf.io.gfile.remove(temp)
+        _remove_quietly(temp)
     return merged.to_yaml()
 
 
