@@ -1333,6 +1333,10 @@ def load(
         if decoder.element_map:
             dataset = dataset.map(decoder.finish_element, num_parallel_calls=tf.data.AUTOTUNE,
                                   deterministic=deterministic)
+        if any(decoder.variant):  # the same tensors, seen with their RaggedTensorSpec again
+            dataset = tf.data.experimental.from_variant(
+                tf.data.experimental.to_variant(dataset),
+                structure=decoder.pack([f.spec(original_dtypes) for f in header.features]))
         if batch_size is not None:
             dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)
@@ -1449,6 +1453,10 @@ class _Decoder:
         self.empty = [f.kind == "fixed" and 0 in f.shape and not f.ragged and not
                       self.whole_blocks for f in self.features]
         self.element_map = not self.whole_blocks and (any(self.reshaped) or any(self.empty))
+        # A map turns ragged-rank-0 parts into plain tensors (TensorSpec): finish_element gives
+        # their variant encoding instead, and load() puts their RaggedTensorSpec back.
+        self.variant = [self.element_map and f.ragged and not f.ragged_rank
+                        and not self._as_bytes(f) for f in self.features]
         self.specs = {}
         for f in self.features:
             self.specs.update(self._parse_specs(f))
@@ -1484,24 +1492,28 @@ class _Decoder:
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
         leaves = [tf.zeros([rows], tf.bool) if empty else self._decode_feature(f, parsed, path)
                   for f, empty in zip(self.features, self.empty)]
-        return tuple(leaves) if self.element_map else self._pack(leaves)
+        return tuple(leaves) if self.element_map else self.pack(leaves)
 
     @tf.autograph.experimental.do_not_convert
     def finish_element(self, *leaves):
         out = []
-        for f, leaf, reshaped, empty in zip(self.features, leaves, self.reshaped, self.empty):
+        for f, leaf, reshaped, empty, variant in zip(self.features, leaves, self.reshaped,
+                                                     self.empty, self.variant):
             if reshaped:
                 values, shape = leaf
                 leaf = tf.ensure_shape(tf.reshape(values, shape), f.shape)
             elif empty:
                 leaf = tf.zeros(f.shape, self.spec_dtype(f))
+            elif variant:
+                leaf = tf.raw_ops.RaggedTensorToVariant(rt_nested_splits=[], rt_dense_values=leaf,
+                                                        batched_input=False)
             out.append(leaf)
-        return self._pack(out)
+        return self.pack(out)
 
     def spec_dtype(self, f: _Feature):
         return f.spec(self.original).dtype
 
-    def _pack(self, leaves):
+    def pack(self, leaves):
         by_name = {f.name: leaf for f, leaf in zip(self.features, leaves)}
 
         def build(node):

@@ -1,0 +1,65 @@
+"""Writes the committed golden files of format v1: `python tests/golden/make_golden.py`.
+
+Run it only when deliberately creating the files of a new format version (into a new folder);
+test_golden.py checks that today's `save` still writes exactly these bytes and that `load`
+reads them back to `golden_dataset()`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "v1"
+TFRECORD_NAME = "golden.tfrecord"  # header: golden.tfrecord.header.yaml (the default name)
+
+
+def golden_dataset() -> tf.data.Dataset:
+    """4 elements of `(features, label)`: several dtypes, an unknown-shape and a ragged part."""
+    f64 = np.array([[0.1, 1e300], [-0.0, 5e-324], [np.inf, -np.inf], [1 / 3, -2.5]], np.float64)
+    f64[3, 1] = np.array(0x7FF8000000000001, np.uint64).view(np.float64)  # NaN with a payload
+    f32 = np.array([0x7FC00001, 0x80000000, 0x3DCCCCCD, 0x00000001], np.uint32).view(np.float32)
+    u64 = np.array([2**64 - 1, 2**63, 0, 12345], np.uint64)
+    i8 = np.array([-128, 127, 0, -1], np.int8)
+    b16 = tf.bitcast(tf.constant([[0x3F80], [0x7FC1], [0x8000], [0x0001]], tf.uint16),
+                     tf.bfloat16)
+    text = np.array([[b"", b"\x00"], ["é✓".encode(), b"\xff\xfe"], [b"abc", b""],
+                     [b"a\x00b", b"z"]], object)
+    flag = np.array([True, False, False, True])
+    unknown = [np.array([], np.float32), np.array([1.5], np.float32),
+               np.array([-0.0, 2.0, 3.0], np.float32), np.array([7.0, 8.0], np.float32)]
+    ragged = tf.ragged.constant([[[1, 2], []], [], [[3]], [[-(2**63)], [2**63 - 1, 0]]],
+                                tf.int64, row_splits_dtype=tf.int32)
+    label = np.array([0, 1, 2, 3], np.int64)
+
+    features = tf.data.Dataset.zip({
+        "f64": tf.data.Dataset.from_tensor_slices(f64),
+        "f32": tf.data.Dataset.from_tensor_slices(f32),
+        "u64": tf.data.Dataset.from_tensor_slices(u64),
+        "i8": tf.data.Dataset.from_tensor_slices(i8),
+        "b16": tf.data.Dataset.from_tensor_slices(b16),
+        "text": tf.data.Dataset.from_tensor_slices(tf.constant(text, tf.string)),
+        "flag": tf.data.Dataset.from_tensor_slices(flag),
+        "unknown": tf.data.Dataset.from_generator(
+            lambda: iter(unknown), output_signature=tf.TensorSpec([None], tf.float32)),
+        "ragged": tf.data.Dataset.from_tensor_slices(ragged),
+    })
+    return tf.data.Dataset.zip((features, tf.data.Dataset.from_tensor_slices(label)))
+
+
+def main(folder: Path = GOLDEN_DIR) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    import super_serial
+
+    folder.mkdir(parents=True, exist_ok=True)
+    super_serial.save(golden_dataset(), str(folder / TFRECORD_NAME))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN_DIR)

@@ -1,0 +1,272 @@
+"""Property tests of the codecs: any array of any supported dtype and shape round-trips exactly."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import hypothesis.extra.numpy as hnp
+import ml_dtypes
+import numpy as np
+import tensorflow as tf
+from conftest import assert_bit_identical
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import super_serial
+from super_serial import core
+
+
+def examples(n: int):
+    """Each example saves and loads a dataset (~0.2 s), so keep the counts modest."""
+    return settings(max_examples=n, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+# dtype name -> numpy dtype the random bits are viewed as
+NUMERIC = {
+    "bool": np.bool_,
+    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+    "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,
+    "float64": np.float64, "complex64": np.complex64, "complex128": np.complex128,
+}
+
+shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)
+
+
+@st.composite
+def arrays_of_bits(draw, dtype: str, shape) -> np.ndarray:
+    """An array whose bytes are arbitrary (every NaN payload, subnormal...), bools 0/1."""
+    if dtype == "bool":
+        return draw(hnp.arrays(np.bool_, shape))
+    view = np.dtype(NUMERIC[dtype])
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = draw(st.binary(min_size=count * view.itemsize, max_size=count * view.itemsize))
+    return np.frombuffer(raw, view).reshape(shape).copy()
+
+
+@st.composite
+def string_arrays(draw, shape) -> np.ndarray:
+    count = int(np.prod(shape, dtype=np.int64))
+    values = draw(st.lists(st.binary(max_size=12), min_size=count, max_size=count))
+    out = np.empty(count, object)
+    out[:] = values
+    return out.reshape(shape)
+
+
+def _tensor(array: np.ndarray, dtype: str) -> tf.Tensor:
+    if dtype == "string":
+        return tf.constant(array, tf.string) if array.size else tf.zeros(array.shape, tf.string)
+    return tf.constant(array)
+
+
+def _roundtrip(dataset: tf.data.Dataset, **save_kwargs) -> list:
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(Path(folder) / "data.tfrecord")
+        super_serial.save(dataset, path, **save_kwargs)
+        loaded = super_serial.load(path)
+        assert loaded.element_spec == dataset.element_spec
+        return list(loaded)
+
+
+def _assert_same(expected: tf.data.Dataset, got: list):
+    want = list(expected)
+    assert len(got) == len(want)
+    for i, (a, b) in enumerate(zip(want, got)):
+        for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+            assert_bit_identical(x, y, f"element {i}")
+
+
+# --------------------------------------------------------------------------------------------
+# save/load round trips
+# --------------------------------------------------------------------------------------------
+
+
+@examples(25)
+@given(st.data(), st.sampled_from(sorted(NUMERIC)), shapes, st.integers(1, 3))
+def test_fixed_shape_arrays_roundtrip(data, dtype, shape, n):
+    batch = data.draw(arrays_of_bits(dtype, (n, *shape)), label="batch")
+    dataset = tf.data.Dataset.from_tensor_slices({"x": _tensor(batch, dtype)})
+    _assert_same(dataset, _roundtrip(dataset))
+
+
+@examples(20)
+@given(st.data(), st.sampled_from(sorted(NUMERIC) + ["string"]), st.integers(1, 3),
+       st.integers(1, 3))
+def test_unknown_shape_arrays_roundtrip(data, dtype, rank, n):
+    elements = []
+    for i in range(n):
+        shape = data.draw(hnp.array_shapes(min_dims=rank, max_dims=rank, min_side=0,
+                                           max_side=3), label=f"shape {i}")
+        draw = string_arrays(shape) if dtype == "string" else arrays_of_bits(dtype, shape)
+        elements.append(data.draw(draw, label=f"element {i}"))
+    spec = tf.TensorSpec([None] * rank, tf.as_dtype(dtype))
+    dataset = tf.data.Dataset.from_generator(lambda: iter(elements), output_signature=spec)
+    _assert_same(dataset, _roundtrip(dataset))
+
+
+@examples(15)
+@given(st.data(), shapes, st.integers(1, 3))
+def test_string_arrays_roundtrip(data, shape, n):
+    batch = data.draw(string_arrays((n, *shape)), label="batch")
+    dataset = tf.data.Dataset.from_tensor_slices(_tensor(batch, "string"))
+    got = _roundtrip(dataset)
+    as_lists = lambda x: np.array(x, dtype=object).tolist()  # noqa: E731 (bytes for scalars)
+    assert [as_lists(g.numpy()) for g in got] == [as_lists(b) for b in batch]
+
+
+ragged_rows = st.lists(st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3),
+                                max_size=3), min_size=1, max_size=4)
+
+
+@examples(15)
+@given(st.data(), ragged_rows, st.sampled_from(["int8", "int64", "uint64", "float16", "bfloat16",
+                                                "float32", "float64", "complex128", "string",
+                                                "bool"]),
+       st.sampled_from([tf.int32, tf.int64]))
+def test_ragged_roundtrip(data, rows, dtype, splits):
+    structure = tf.ragged.constant(rows, tf.int64, ragged_rank=2, row_splits_dtype=splits)
+    count = int(structure.flat_values.shape[0])
+    if dtype == "string":
+        flat = data.draw(string_arrays((count,)), label="flat")
+    else:
+        flat = data.draw(arrays_of_bits(dtype, (count,)), label="flat")
+    batch = structure.with_flat_values(_tensor(flat, dtype))
+    dataset = tf.data.Dataset.from_tensor_slices({"r": batch})
+    _assert_same(dataset, _roundtrip(dataset))
+
+
+@examples(8)
+@given(st.data(), st.sampled_from(["GZIP", "ZLIB"]), st.sampled_from(["float64", "int8"]))
+def test_compressed_roundtrip(data, compression, dtype):
+    batch = data.draw(arrays_of_bits(dtype, (3, 2)), label="batch")
+    dataset = tf.data.Dataset.from_tensor_slices(_tensor(batch, dtype))
+    _assert_same(dataset, _roundtrip(dataset, compression=compression))
+
+
+# --------------------------------------------------------------------------------------------
+# The private encoders against simple reference implementations
+# --------------------------------------------------------------------------------------------
+
+
+def _reference_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+edge_uint64 = st.sampled_from([0, 1, 0x7F, 0x80, 0x3FFF, 0x4000, 2**32, 2**56 - 1, 2**56,
+                               2**63 - 1, 2**63, 2**64 - 1])
+uint64_values = st.one_of(edge_uint64, st.integers(0, 2**64 - 1),
+                          st.integers(0, 2**7 * 3).map(lambda v: v * 131))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(uint64_values, max_size=40))
+def test_varints_match_reference(values):
+    data, lengths = core._varints(np.array(values, np.uint64))
+    expected = [_reference_varint(v) for v in values]
+    assert np.asarray(data).astype(np.uint8).tobytes() == b"".join(expected)
+    assert np.asarray(lengths).tolist() == [len(e) for e in expected]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20))
+def test_varints_of_negative_int64_are_ten_bytes(values):
+    """Int64List stores negative values as their two's complement: always 10 bytes."""
+    data, lengths = core._varints(np.array(values, np.int64).view(np.uint64))
+    expected = [_reference_varint(v % 2**64) for v in values]
+    assert np.asarray(data).astype(np.uint8).tobytes() == b"".join(expected)
+    assert all(n == 10 for v, n in zip(values, np.asarray(lengths).tolist()) if v < 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                        "uint64"]).flatmap(
+    lambda name: hnp.arrays(np.dtype(name), st.integers(0, 30))))
+def test_varints_of_any_int_dtype(values):
+    """The varints of any integer (or bool) array are those of its values as int64."""
+    data, lengths = core._varints(values)
+    expected = [_reference_varint(int(v) % 2**64) for v in values.tolist()]
+    assert np.asarray(data).astype(np.uint8).tobytes() == b"".join(expected)
+    assert np.asarray(lengths).tolist() == [len(e) for e in expected]
+
+
+def _slow_example(features, element) -> tf.train.Example:
+    """The tf.train.Example of one element, built with the protobuf API."""
+    def to_list(encoding, values):
+        values = np.asarray(values)
+        if encoding == "int64":
+            return tf.train.Feature(int64_list=tf.train.Int64List(
+                value=values.astype(np.int64).ravel().tolist()))
+        if encoding == "float":
+            return tf.train.Feature(float_list=tf.train.FloatList(
+                value=values.astype(np.float32).ravel().tolist()))
+        if encoding == "bytes":
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=values.ravel().tolist()))
+        little = values.astype(values.dtype.newbyteorder("<"))
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[little.tobytes()]))
+
+    out = {}
+    for feature, leaf in zip(features, tf.nest.flatten(element, expand_composites=False)):
+        if isinstance(leaf, tf.RaggedTensor):
+            out[feature.name] = to_list(feature.encoding, leaf.flat_values.numpy())
+            for level, splits in enumerate(leaf.nested_row_splits):
+                out[f"{feature.name}#row_lengths_{level}"] = to_list("int64", np.diff(splits))
+        else:
+            out[feature.name] = to_list(feature.encoding, leaf.numpy())
+            if None in feature.shape:
+                out[f"{feature.name}#shape"] = to_list("int64", np.array(leaf.shape))
+    return tf.train.Example(features=tf.train.Features(feature=out))
+
+
+finite_f32 = hnp.arrays(np.float32, st.integers(0, 4),
+                        elements=st.floats(width=32, allow_nan=False))
+
+
+@examples(15)
+@given(st.data(), st.integers(1, 4))
+def test_encode_records_matches_protobuf(data, n):
+    """`_encode_records` output parses to the same Example as the slow protobuf build."""
+    def column(kind):
+        if kind == "f32":
+            return [data.draw(hnp.arrays(np.float32, 2, elements=st.floats(width=32,
+                                                                             allow_nan=False)))
+                    for _ in range(n)]
+        if kind == "var":
+            return [data.draw(finite_f32) for _ in range(n)]
+        if kind == "str":
+            return [data.draw(string_arrays((2,))) for _ in range(n)]
+        return [data.draw(arrays_of_bits(kind, (2,))) for _ in range(n)]
+
+    kinds = {"a_int8": "int8", "b_i64": "int64", "c_u64": "uint64", "d_f64": "float64",
+             "e_bool": "bool", "f_f32": "f32", "g_str": "str", "h_var": "var", "i_b16": "bfloat16"}
+    columns = {name: column(kind) for name, kind in kinds.items()}
+    element_rows = st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3), max_size=3)
+    rows = data.draw(st.lists(element_rows, min_size=n, max_size=n), label="ragged")
+    ragged = [tf.RaggedTensor.from_row_lengths(
+        tf.constant([v for row in r for v in row], tf.int64),
+        tf.constant([len(row) for row in r], tf.int64)) for r in rows]
+    elements = [{**{name: columns[name][i] for name in columns}, "j_rag": ragged[i]}
+                for i in range(n)]
+    spec = {name: tf.TensorSpec([None] if kind == "var" else [2],
+                                {"f32": tf.float32, "var": tf.float32, "str": tf.string}.get(
+                                    kind) or tf.as_dtype(kind))
+            for name, kind in kinds.items()}
+    spec["j_rag"] = tf.RaggedTensorSpec([None, None], tf.int64, 1)
+    dataset = tf.data.Dataset.from_generator(lambda: iter(elements), output_signature=spec)
+
+    features, _ = core._schema_from_spec(dataset.element_spec)
+    records = []
+    for leaves in core._batches_for_encoding(dataset, features, 8):
+        rows_in_batch = core._rows(leaves[0])
+        blob, offsets = core._encode_records(features, leaves, rows_in_batch)
+        blob = blob if isinstance(blob, bytes) else np.asarray(blob, np.uint8).tobytes()
+        records += [blob[offsets[i]:offsets[i + 1]] for i in range(rows_in_batch)]
+    assert len(records) == n
+    for record, element in zip(records, dataset):
+        assert tf.train.Example.FromString(record) == _slow_example(features, element)

@@ -1,0 +1,254 @@
+"""Golden files pin the on-disk format: the original module's files and super_serial's v1."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from conftest import assert_same_elements
+
+import super_serial
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _shared() -> Path:
+    relative = TESTS.parent / ".." / "shared"
+    return relative if relative.is_dir() else Path("/work/shared")
+
+
+ORIGINAL = _shared() / "golden" / "original-module"
+
+# --------------------------------------------------------------------------------------------
+# (a) Files written by the original super serial 2.0 module
+# --------------------------------------------------------------------------------------------
+
+
+def _original_xy():
+    """The dataset the original files were written from (see their README)."""
+    x = np.linspace(1, 3000, num=3000).reshape(10, 10, 10, 3)  # float64
+    y = np.linspace(1, 10, num=10).astype(int)  # int64
+    return x, y
+
+
+def _load_original(**kwargs):
+    return super_serial.load(str(ORIGINAL / "images.tfrecord"), str(ORIGINAL / "images.header"),
+                             **kwargs)
+
+
+def test_original_files_are_there():
+    assert (ORIGINAL / "images.tfrecord").is_file(), ORIGINAL
+    assert (ORIGINAL / "images.header").is_file(), ORIGINAL
+
+
+def test_original_module_files_load():
+    """10 elements; image float64 (10, 10, 3) == x[i], label int64 == y[i].
+
+    The original module stored float64 as float32 FloatLists, so the exact expectation is x
+    rounded to float32 and cast back to float64 (x holds the integers 1..3000, which float32
+    represents exactly, so this also equals x itself).
+    """
+    x, y = _original_xy()
+    loaded = _load_original()
+    assert loaded.element_spec == {"image": tf.TensorSpec([10, 10, 3], tf.float64),
+                                   "label": tf.TensorSpec([], tf.int64)}
+    elements = list(loaded)
+    assert len(elements) == 10
+    expected_image = x.astype(np.float32).astype(np.float64)
+    for i, element in enumerate(elements):
+        image, label = element["image"].numpy(), element["label"].numpy()
+        assert image.dtype == np.float64 and image.shape == (10, 10, 3)
+        assert image.tobytes() == expected_image[i].tobytes(), f"image {i}"
+        np.testing.assert_array_equal(image, x[i])
+        assert label.dtype == np.int64 and label == y[i]
+    expected = tf.data.Dataset.from_tensor_slices({"image": expected_image, "label": y})
+    assert_same_elements(expected, loaded)
+
+
+def test_original_module_files_load_original_dtypes_false():
+    x, y = _original_xy()
+    loaded = _load_original(original_dtypes=False)
+    assert loaded.element_spec == {"image": tf.TensorSpec([10, 10, 3], tf.float32),
+                                   "label": tf.TensorSpec([], tf.int64)}
+    expected = tf.data.Dataset.from_tensor_slices({"image": x.astype(np.float32), "label": y})
+    assert_same_elements(expected, loaded)
+
+
+def test_original_module_files_load_batched():
+    x, y = _original_xy()
+    expected = tf.data.Dataset.from_tensor_slices(
+        {"image": x.astype(np.float32).astype(np.float64), "label": y}).batch(4)
+    assert_same_elements(expected, _load_original(batch_size=4))
+
+
+def test_original_module_header():
+    header = super_serial.read_header(ORIGINAL / "images.header")
+    assert header["version"] == 0
+    assert header["structure"] == {"image": "image", "label": "label"}
+    assert header["features"]["image"]["dtype"] == "float64"
+    assert header["features"]["image"]["encoding"] == "float"
+    assert header["features"]["image"]["shape"] == [10, 10, 3]
+    assert header["features"]["label"]["dtype"] == "int64"
+    assert header["features"]["label"]["encoding"] == "int64"
+
+
+def test_original_module_files_verify():
+    summary = super_serial.verify(ORIGINAL / "images.tfrecord", ORIGINAL / "images.header")
+    assert summary["num_records"] == 10
+
+
+# --------------------------------------------------------------------------------------------
+# (b) super_serial format v1: tests/golden/v1, written by tests/golden/make_golden.py
+# --------------------------------------------------------------------------------------------
+
+V1 = TESTS / "golden" / "v1"
+V1_RECORDS_SHA256 = "da7be4d855ddf1080be0c47dcfdc70fecc7e86df62b261bcb5cc1e7545d3d765"
+V1_HEADER = (
+    '# super_serial header: the schema of the tf.train.Example records beside it.\n'
+    'block_records: 31\n'
+    'compression: null\n'
+    'features:\n'
+    '  0/b16:\n'
+    '    dtype: bfloat16\n'
+    '    dtype_enum: 14\n'
+    '    encoding: raw\n'
+    '    path: [0, b16]\n'
+    '    shape: [1]\n'
+    '  0/f32:\n'
+    '    dtype: float32\n'
+    '    dtype_enum: 1\n'
+    '    encoding: float\n'
+    '    path: [0, f32]\n'
+    '    shape: []\n'
+    '  0/f64:\n'
+    '    dtype: float64\n'
+    '    dtype_enum: 2\n'
+    '    encoding: raw\n'
+    '    path: [0, f64]\n'
+    '    shape: [2]\n'
+    '  0/flag:\n'
+    '    dtype: bool\n'
+    '    dtype_enum: 10\n'
+    '    encoding: int64\n'
+    '    path: [0, flag]\n'
+    '    shape: []\n'
+    '  0/i8:\n'
+    '    dtype: int8\n'
+    '    dtype_enum: 6\n'
+    '    encoding: int64\n'
+    '    path: [0, i8]\n'
+    '    shape: []\n'
+    '  0/ragged:\n'
+    '    dtype: int64\n'
+    '    dtype_enum: 9\n'
+    '    encoding: int64\n'
+    '    path: [0, ragged]\n'
+    '    ragged_rank: 1\n'
+    '    row_splits_dtype: int32\n'
+    '    shape: [null, null]\n'
+    '  0/text:\n'
+    '    dtype: string\n'
+    '    dtype_enum: 7\n'
+    '    encoding: bytes\n'
+    '    path: [0, text]\n'
+    '    shape: [2]\n'
+    '  0/u64:\n'
+    '    dtype: uint64\n'
+    '    dtype_enum: 23\n'
+    '    encoding: raw\n'
+    '    path: [0, u64]\n'
+    '    shape: []\n'
+    '  0/unknown:\n'
+    '    dtype: float32\n'
+    '    dtype_enum: 1\n'
+    '    encoding: float\n'
+    '    path: [0, unknown]\n'
+    '    shape: [null]\n'
+    "  '1':\n"
+    '    dtype: int64\n'
+    '    dtype_enum: 9\n'
+    '    encoding: int64\n'
+    '    path: [1]\n'
+    '    shape: []\n'
+    'format: super_serial\n'
+    'layout: round_robin\n'
+    'num_records: 4\n'
+    'shards:\n'
+    '- {file: golden.tfrecord, num_bytes: 1149, num_records: 4}\n'
+    'structure:\n'
+    '- {b16: 0/b16, f32: 0/f32, f64: 0/f64, flag: 0/flag, i8: 0/i8, ragged: 0/ragged, '
+    'text: 0/text, u64: 0/u64,\n'
+    '  unknown: 0/unknown}\n'
+    "- '1'\n"
+    'version: 1\n'
+)
+
+
+def _make_golden():
+    path = TESTS / "golden" / "make_golden.py"
+    spec = importlib.util.spec_from_file_location("make_golden", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_v1_files_are_small():
+    sizes = {p.name: p.stat().st_size for p in V1.iterdir()}
+    assert sorted(sizes) == ["golden.tfrecord", "golden.tfrecord.header.yaml"]
+    assert sum(sizes.values()) < 10_000
+
+
+def test_v1_header_bytes_are_pinned():
+    assert (V1 / "golden.tfrecord.header.yaml").read_text(encoding="utf-8") == V1_HEADER
+
+
+def test_v1_record_bytes_are_pinned():
+    data = (V1 / "golden.tfrecord").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == V1_RECORDS_SHA256
+
+
+def test_v1_save_writes_the_same_bytes(tmp_path):
+    make_golden = _make_golden()
+    make_golden.main(tmp_path)
+    for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
+        assert (tmp_path / name).read_bytes() == (V1 / name).read_bytes(), (
+            f"{name}: save() no longer writes the v1 golden bytes"
+        )
+
+
+def test_v1_files_load(tmp_path):
+    make_golden = _make_golden()
+    shutil.copytree(V1, tmp_path / "v1")  # load from a copy: nothing may depend on the folder
+    loaded = super_serial.load(str(tmp_path / "v1" / "golden.tfrecord"))
+    assert_same_elements(make_golden.golden_dataset(), loaded)
+    in_place = super_serial.load(str(V1 / "golden.tfrecord"))
+    assert_same_elements(make_golden.golden_dataset(), in_place)
+
+
+def test_v1_files_load_expected_values():
+    """A few values spelled out, independent of make_golden.py."""
+    elements = list(super_serial.load(str(V1 / "golden.tfrecord")))
+    assert len(elements) == 4
+    features, label = elements[0]
+    assert features["f64"].numpy().tolist() == [0.1, 1e300]
+    assert features["u64"].numpy() == 2**64 - 1
+    assert features["text"].numpy().tolist() == [b"", b"\x00"]
+    assert features["unknown"].numpy().shape == (0,)
+    assert features["ragged"].to_list() == [[1, 2], []]
+    assert features["ragged"].row_splits.dtype == tf.int32
+    assert label.numpy() == 0
+    f64_nan = elements[3][0]["f64"].numpy()[1]
+    assert np.array(f64_nan).view(np.uint64) == 0x7FF8000000000001
+    assert np.array(elements[0][0]["f32"].numpy()).view(np.uint32) == 0x7FC00001
+    assert elements[3][0]["ragged"].to_list() == [[-(2**63)], [2**63 - 1, 0]]
+    assert [tuple(e[0]["unknown"].shape) for e in elements] == [(0,), (1,), (3,), (2,)]
+
+
+def test_v1_files_load_batched():
+    make_golden = _make_golden()
+    assert_same_elements(make_golden.golden_dataset().ragged_batch(3),
+                         super_serial.load(str(V1 / "golden.tfrecord"), batch_size=3))

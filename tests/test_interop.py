@@ -1,0 +1,138 @@
+"""Files written by super_serial are tf.train.Example TFRecords that stock TensorFlow reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import assert_same_elements
+
+import super_serial
+
+N = 5
+
+
+def _flat_dataset() -> tf.data.Dataset:
+    rng = np.random.default_rng(0)
+    return tf.data.Dataset.from_tensor_slices({
+        "image": rng.standard_normal((N, 4, 3)).astype(np.float32),
+        "score": np.array([0.5, -0.0, np.inf, 1e-45, 3.25], np.float32),
+        "label": np.array([0, -1, 2**63 - 1, -(2**63), 7], np.int64),
+        "ids": rng.integers(-(2**40), 2**40, (N, 3)).astype(np.int64),
+        "name": [b"a", b"", b"\x00\xff", "é".encode(), b"long" * 40],
+        "tags": np.array([[b"x", b"y"]] * N, object),
+    })
+
+
+FIXED = {
+    "image": ([4, 3], tf.float32),
+    "score": ([], tf.float32),
+    "label": ([], tf.int64),
+    "ids": ([3], tf.int64),
+    "name": ([], tf.string),
+    "tags": ([2], tf.string),
+}
+
+
+@pytest.fixture
+def saved(paths):
+    tfrecord, header = paths
+    super_serial.save(_flat_dataset(), tfrecord, header)
+    return tfrecord, header
+
+
+def test_stock_parse_single_example(saved):
+    tfrecord, _ = saved
+    description = {k: tf.io.FixedLenFeature(shape, dtype) for k, (shape, dtype) in FIXED.items()}
+    stock = tf.data.TFRecordDataset(tfrecord).map(
+        lambda record: tf.io.parse_single_example(record, description))
+    assert_same_elements(_flat_dataset(), stock)
+
+
+def test_stock_parse_example_batched(saved):
+    tfrecord, _ = saved
+    description = {k: tf.io.FixedLenFeature(shape, dtype) for k, (shape, dtype) in FIXED.items()}
+    stock = tf.data.TFRecordDataset(tfrecord).batch(2).map(
+        lambda records: tf.io.parse_example(records, description))
+    assert_same_elements(_flat_dataset().batch(2), stock)
+
+
+def test_example_protos_use_the_header_encodings(saved):
+    tfrecord, header_path = saved
+    header = super_serial.read_header(header_path)
+    kind = {"float": "float_list", "int64": "int64_list", "bytes": "bytes_list",
+            "raw": "bytes_list"}
+    records = [r.numpy() for r in tf.data.TFRecordDataset(tfrecord)]
+    assert len(records) == N == header["num_records"]
+    expected = list(_flat_dataset())
+    for record, element in zip(records, expected):
+        example = tf.train.Example.FromString(record)
+        assert sorted(example.features.feature) == sorted(header["features"]) == sorted(FIXED)
+        for name, feature in example.features.feature.items():
+            assert feature.WhichOneof("kind") == kind[header["features"][name]["encoding"]]
+            want = np.array(element[name].numpy()).ravel()
+            got = getattr(feature, feature.WhichOneof("kind")).value
+            if want.dtype == np.float32:
+                assert np.array(got, np.float32).tobytes() == want.tobytes(), name
+            else:
+                assert list(got) == want.tolist(), name
+    assert {n: f["encoding"] for n, f in header["features"].items()} == {
+        "image": "float", "score": "float", "label": "int64", "ids": "int64", "name": "bytes",
+        "tags": "bytes"}
+
+
+def test_narrow_ints_and_bool_read_as_int64(paths):
+    tfrecord, header = paths
+    dataset = tf.data.Dataset.from_tensor_slices({
+        "u8": np.array([0, 255, 7], np.uint8), "i16": np.array([-32768, 32767, 0], np.int16),
+        "u32": np.array([2**32 - 1, 0, 1], np.uint32), "flag": [True, False, True]})
+    super_serial.save(dataset, tfrecord, header)
+    description = {k: tf.io.FixedLenFeature([], tf.int64) for k in ("u8", "i16", "u32", "flag")}
+    stock = list(tf.data.TFRecordDataset(tfrecord).map(
+        lambda r: tf.io.parse_single_example(r, description)))
+    for element, want in zip(stock, dataset):
+        for key in description:
+            assert element[key].numpy() == int(want[key].numpy()), key
+
+
+def test_raw_float64_with_decode_raw(paths):
+    """A raw feature is one BytesList entry of little-endian values, row-major."""
+    tfrecord, header = paths
+    values = np.array([[0.1, 1e300, -0.0], [5e-324, np.inf, 1 / 3]], np.float64)
+    super_serial.save(tf.data.Dataset.from_tensor_slices({"x": values}), tfrecord, header)
+    assert super_serial.read_header(header)["features"]["x"]["encoding"] == "raw"
+
+    def parse(record):
+        raw = tf.io.parse_single_example(record, {"x": tf.io.FixedLenFeature([], tf.string)})
+        return tf.io.decode_raw(raw["x"], tf.float64, little_endian=True)
+
+    got = np.stack([x.numpy() for x in tf.data.TFRecordDataset(tfrecord).map(parse)])
+    assert got.tobytes() == values.tobytes()
+
+
+def test_unknown_shape_and_ragged_with_stock_features(paths):
+    """Unknown-shape parts store `<name>#shape`; ragged ones `<name>#row_lengths_<k>`."""
+    tfrecord, header = paths
+    shapes = [(2, 3), (0, 3), (1, 3)]
+    unknown = tf.data.Dataset.from_generator(
+        lambda: iter([np.arange(np.prod(s), dtype=np.float32).reshape(s) for s in shapes]),
+        output_signature=tf.TensorSpec([None, 3], tf.float32))
+    ragged = tf.data.Dataset.from_tensor_slices(
+        tf.ragged.constant([[[1, 2], []], [], [[3], [4, 5]]], tf.int64))
+    dataset = tf.data.Dataset.zip({"m": unknown, "r": ragged})
+    super_serial.save(dataset, tfrecord, header)
+
+    description = {
+        "m": tf.io.VarLenFeature(tf.float32),
+        "m#shape": tf.io.FixedLenFeature([2], tf.int64),
+        "r": tf.io.RaggedFeature(tf.int64, value_key="r", row_splits_dtype=tf.int64, partitions=[
+            tf.io.RaggedFeature.RowLengths("r#row_lengths_0")]),
+    }
+
+    def parse(record):
+        parsed = tf.io.parse_single_example(record, description)
+        m = tf.reshape(tf.sparse.to_dense(parsed["m"]), parsed["m#shape"])
+        return {"m": tf.ensure_shape(m, [None, 3]), "r": parsed["r"]}
+
+    stock = tf.data.TFRecordDataset(tfrecord).map(parse)
+    assert_same_elements(dataset, stock)

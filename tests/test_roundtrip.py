@@ -1,0 +1,776 @@
+"""Round trips through save and load: every dtype x shape x structure comes back bit-identical."""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+from conftest import assert_bit_identical, assert_same_elements
+
+import super_serial
+from super_serial import SchemaError, SuperSerialError
+
+# --------------------------------------------------------------------------------------------
+# Values: for every dtype a pool of awkward values, kept as raw bits where bits matter.
+# --------------------------------------------------------------------------------------------
+
+
+def _int_pool(dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    values = [info.min, info.max, 0, 1, info.max - 1, info.min + 1, info.max // 3]
+    if info.min < 0:
+        values += [-1, info.min // 3]
+    else:
+        values += [2 ** (info.bits - 1), 2 ** (info.bits - 1) + 1, 2 ** (info.bits - 1) - 1]
+    return np.array(values, dtype)
+
+
+_F16_BITS = [0x7E01, 0x7C01, 0xFE00, 0x8000, 0x7C00, 0xFC00, 0x0001, 0x03FF, 0x7BFF, 0x3C00, 0x2E66]
+_BF16_BITS = [0x7FC1, 0x7F81, 0xFFC0, 0x8000, 0x7F80, 0xFF80, 0x0001, 0x007F, 0x7F7F, 0x3F80,
+              0x3DCD]
+_F32_BITS = [
+    0x7FC00001,  # quiet NaN with a payload
+    0x7F800001,  # signalling NaN
+    0xFFC00000,  # negative NaN
+    0x80000000,  # -0.0
+    0x7F800000,  # +inf
+    0xFF800000,  # -inf
+    0x00000001,  # smallest subnormal
+    0x807FFFFF,  # largest negative subnormal
+    0x7F7FFFFF,  # largest finite
+    0x3DCCCCCD,  # 0.1f
+    0x3F800000,  # 1.0
+]
+_F64_BITS = [
+    0x7FF8000000000001,  # quiet NaN with a payload
+    0x7FF0000000000001,  # signalling NaN
+    0xFFF8000000000000,  # negative NaN
+    0x8000000000000000,  # -0.0
+    0x7FF0000000000000,  # +inf
+    0xFFF0000000000000,  # -inf
+    0x0000000000000001,  # 5e-324, smallest subnormal
+    0x000FFFFFFFFFFFFF,  # largest subnormal
+    int(np.array(0.1).view(np.uint64)),  # 0.1, not a float32 value
+    int(np.array(1e300).view(np.uint64)),  # far outside float32's range
+    int(np.array(-1e-300).view(np.uint64)),
+    int(np.array(1 / 3).view(np.uint64)),
+]
+_STRINGS = [
+    b"",
+    b"\x00",
+    b"a\x00b\x00",
+    "héllo wörld ✓".encode(),
+    "日本語".encode(),
+    b"\xff\xfe\x80 invalid utf-8 \xc3\x28",
+    bytes(range(256)),  # every byte value; also needs a 2-byte length varint
+    b"plain",
+]
+
+# name -> (bits pool, numpy dtype the bits are viewed as)
+_POOLS = {
+    "bool": (np.array([True, False, False, True, True]), np.bool_),
+    **{name: (_int_pool(name), np.dtype(name)) for name in
+       ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
+    "float16": (np.array(_F16_BITS, np.uint16), np.float16),
+    "bfloat16": (np.array(_BF16_BITS, np.uint16), ml_dtypes.bfloat16),
+    "float32": (np.array(_F32_BITS, np.uint32), np.float32),
+    "float64": (np.array(_F64_BITS, np.uint64), np.float64),
+    # complex: pairs of float bits (real, imag), so NaN payloads sit in both parts
+    "complex64": (np.array(_F32_BITS + _F32_BITS[::-1][:1], np.uint32), np.complex64),
+    "complex128": (np.array(_F64_BITS, np.uint64), np.complex128),
+    "string": (np.array(_STRINGS, object), object),
+}
+DTYPES = list(_POOLS)
+
+
+def make_values(dtype: str, shape, offset: int = 0) -> np.ndarray:
+    """An array of `shape` cycling through the dtype's pool (bits preserved exactly)."""
+    pool, view = _POOLS[dtype]
+    parts = 2 if dtype.startswith("complex") else 1
+    count = int(np.prod(shape, dtype=np.int64)) * parts
+    bits = np.roll(pool, -offset)
+    bits = np.resize(bits, count) if count else pool[:0]
+    if view is object:
+        out = np.empty(count, object)
+        out[:] = list(bits)
+        return out.reshape(shape)
+    if bits.dtype != np.dtype(view) and view is not np.bool_:
+        bits = np.ascontiguousarray(bits).view(view)
+    return bits.reshape(shape)
+
+
+def tensor(dtype: str, shape, offset: int = 0) -> tf.Tensor:
+    values = make_values(dtype, shape, offset)
+    if dtype == "string":
+        return tf.constant(values, tf.string) if values.size else tf.zeros(shape, tf.string)
+    return tf.constant(values)
+
+
+def roundtrip(dataset, paths, **load_kwargs) -> tf.data.Dataset:
+    tfrecord, header = paths
+    super_serial.save(dataset, tfrecord, header)
+    return super_serial.load(tfrecord, header, **load_kwargs)
+
+
+def generated(elements, spec) -> tf.data.Dataset:
+    """A dataset of unknown shape from a list of numpy elements (or structures of them)."""
+    return tf.data.Dataset.from_generator(lambda: iter(elements), output_signature=spec)
+
+
+# --------------------------------------------------------------------------------------------
+# dtype x fixed shape
+# --------------------------------------------------------------------------------------------
+
+FIXED_SHAPES = [(), (1,), (5,), (0,), (2, 3), (3, 0, 2), (2, 1, 3), (1, 2, 0, 2), (2, 2, 1, 2)]
+
+
+def _shape_id(shape) -> str:
+    return "scalar" if shape == () else "x".join(map(str, shape))
+
+
+def assert_same_features(expected: tf.data.Dataset, actual: tf.data.Dataset):
+    """`assert_same_elements`, but a difference names the dict key it is in."""
+    assert actual.element_spec == expected.element_spec
+    want, got = list(expected), list(actual)
+    assert len(got) == len(want)
+    for index, (a, b) in enumerate(zip(want, got)):
+        assert sorted(a) == sorted(b)
+        for key in a:
+            for x, y in zip(tf.nest.flatten(a[key]), tf.nest.flatten(b[key])):
+                assert_bit_identical(x, y, f"element {index}, feature {key!r}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fixed_shapes(dtype, paths):
+    """One feature per shape: scalar, rank 1..4, zero-size dims."""
+    columns = {_shape_id(shape): tensor(dtype, (3, *shape), i)
+               for i, shape in enumerate(FIXED_SHAPES)}
+    dataset = tf.data.Dataset.from_tensor_slices(columns)
+    loaded = roundtrip(dataset, paths)
+    assert loaded.element_spec == {_shape_id(shape): tf.TensorSpec(shape, tf.as_dtype(dtype))
+                                   for shape in FIXED_SHAPES}
+    assert_same_features(dataset, loaded)
+
+
+@pytest.mark.parametrize("shape", FIXED_SHAPES, ids=_shape_id)
+def test_fixed_shape_bare_tensor(shape, paths):
+    dataset = tf.data.Dataset.from_tensor_slices(tensor("float64", (4, *shape)))
+    loaded = roundtrip(dataset, paths)
+    assert loaded.element_spec == tf.TensorSpec(shape, tf.float64)
+    assert_same_elements(dataset, loaded)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_special_value(dtype, paths):
+    """Each element holds the whole pool: extremes, NaN payloads, -0.0, inf, subnormals..."""
+    pool, _ = _POOLS[dtype]
+    n = len(pool) // (2 if dtype.startswith("complex") else 1)
+    batch = tf.stack([tensor(dtype, (n,), offset) for offset in range(3)])
+    dataset = tf.data.Dataset.from_tensor_slices(batch)
+    loaded = roundtrip(dataset, paths)
+    assert_same_elements(dataset, loaded)
+    # the pool really is in there, bit for bit
+    first = next(iter(loaded)).numpy()
+    expected = make_values(dtype, (n,))
+    if dtype == "string":
+        assert first.tolist() == expected.tolist()
+    else:
+        assert first.tobytes() == expected.tobytes()
+
+
+def test_float64_is_not_truncated(paths):
+    values = np.array([0.1, 1e300, -1e-300, 5e-324, 1 / 3, 2.0**60 + 1.0], np.float64)
+    loaded = roundtrip(tf.data.Dataset.from_tensor_slices({"x": values}), paths)
+    got = np.array([e["x"].numpy() for e in loaded])
+    assert got.dtype == np.float64
+    assert got.tobytes() == values.tobytes()
+    assert got[0] == 0.1 and got[1] == 1e300  # not float32(0.1), not inf
+
+
+def test_uint64_above_int64_range(paths):
+    values = np.array([2**64 - 1, 2**63, 2**63 + 12345, 0, 1], np.uint64)
+    loaded = roundtrip(tf.data.Dataset.from_tensor_slices(values), paths)
+    got = np.array([e.numpy() for e in loaded])
+    assert got.dtype == np.uint64
+    assert got.tolist() == [2**64 - 1, 2**63, 2**63 + 12345, 0, 1]
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 0), (2, 2, 2)], ids=_shape_id)
+def test_strings(shape, paths):
+    dataset = tf.data.Dataset.from_tensor_slices(tensor("string", (4, *shape)))
+    assert_same_elements(dataset, roundtrip(dataset, paths))
+
+
+def test_string_scalars_exact_bytes(paths):
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(_STRINGS, tf.string))
+    got = [e.numpy() for e in roundtrip(dataset, paths)]
+    assert got == _STRINGS
+
+
+# --------------------------------------------------------------------------------------------
+# dtype x unknown dims (from_generator with an output_signature)
+# --------------------------------------------------------------------------------------------
+
+UNKNOWN_SHAPES = {
+    "None": ([None], [(3,), (0,), (1,), (5,)]),
+    "None,None": ([None, None], [(0, 7), (2, 3), (1, 0), (4, 1), (0, 0)]),
+    "3,None": ([3, None], [(3, 0), (3, 2), (3, 1)]),
+    "None,2,None": ([None, 2, None], [(0, 2, 0), (1, 2, 3), (2, 2, 1)]),
+    "all-empty-None": ([None], [(0,), (0,), (0,)]),
+    "all-empty-None,None": ([None, None], [(0, 7), (3, 0), (0, 0)]),
+}
+VARSHAPE_DTYPES = ["bool", "int8", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
+                   "float64", "complex128", "string"]
+
+
+@pytest.mark.parametrize("case", list(UNKNOWN_SHAPES))
+def test_unknown_dims(case, paths):
+    """One feature per dtype, all with the same unknown-dim spec."""
+    spec_shape, shapes = UNKNOWN_SHAPES[case]
+    elements = [{dtype: make_values(dtype, shape, i) for dtype in VARSHAPE_DTYPES}
+                for i, shape in enumerate(shapes)]
+    spec = {dtype: tf.TensorSpec(spec_shape, tf.as_dtype(dtype)) for dtype in VARSHAPE_DTYPES}
+    dataset = generated(elements, spec)
+    loaded = roundtrip(dataset, paths)
+    assert loaded.element_spec == spec
+    assert_same_features(dataset, loaded)
+    assert [tuple(e["float64"].shape) for e in loaded] == shapes
+
+
+def test_unknown_dims_bare_tensor(paths):
+    shapes = [(0, 7), (2, 3), (0, 0), (1, 1)]
+    dataset = generated([make_values("uint64", s, i) for i, s in enumerate(shapes)],
+                        tf.TensorSpec([None, None], tf.uint64))
+    assert_same_elements(dataset, roundtrip(dataset, paths))
+
+
+# --------------------------------------------------------------------------------------------
+# Ragged components
+# --------------------------------------------------------------------------------------------
+
+
+def _ragged_cases(splits_dtype) -> dict:
+    """name -> batched RaggedTensor (int32 values); its slices are the dataset's elements."""
+    def c(rows, **kw):
+        return tf.ragged.constant(rows, tf.int32, row_splits_dtype=splits_dtype, **kw)
+
+    uniform_outer = tf.RaggedTensor.from_uniform_row_length(
+        c([[1], [2, 3], [], [4], [], [5, 6, 7]]), 2)  # elements [2, None]
+    middle = tf.RaggedTensor.from_row_lengths(  # elements [None, 2, None], ragged_rank 2
+        tf.RaggedTensor.from_uniform_row_length(
+            tf.RaggedTensor.from_row_lengths(tf.range(8), tf.constant([1, 2, 0, 3, 0, 2],
+                                                                      splits_dtype)), 2),
+        tf.constant([1, 0, 2], splits_dtype))
+    return {
+        # elements [None, None], ragged_rank 1, with empty rows and an empty element
+        "rank1": c([[[1, 2], []], [], [[3], [4, 5, 6]], [[]], [[7]]]),
+        # elements [None, None, None], ragged_rank 2
+        "rank2": c([[[[1], [2, 3]], []], [], [[[]]], [[[4]], [[5, 6], []]]]),
+        "uniform-outer": uniform_outer,
+        # elements [None, None, 2], ragged_rank 1: a uniform inner dim
+        "uniform-inner": c([[[[1, 2]], []], [[[3, 4], [5, 6]]], []], ragged_rank=2,
+                           inner_shape=(2,)),
+        "uniform-middle": middle,
+        "all-empty": c([[[]], [[], []], []]),
+    }
+
+
+RAGGED_CASES = list(_ragged_cases(tf.int64))
+
+
+def _with_dtype(rt: tf.RaggedTensor, dtype: str) -> tf.RaggedTensor:
+    flat = rt.flat_values
+    return rt.with_flat_values(tensor(dtype, tuple(flat.shape.as_list())))
+
+
+# One of each path: int64 list (bool, int16), float list, bytes, raw (uint64, float64).
+# bfloat16, complex and the rest go through the same raw path (see test_codecs for all dtypes).
+RAGGED_DTYPES = ["bool", "int16", "uint64", "float32", "float64", "string"]
+
+
+@pytest.mark.parametrize("case, splits", [(case, "int32") for case in RAGGED_CASES] + [
+    ("rank2", "int64"), ("uniform-middle", "int64"), ("all-empty", "int64")])
+def test_ragged(case, splits, paths):
+    """One ragged feature per dtype, all with the same row partitions."""
+    batch = _ragged_cases(tf.as_dtype(splits))[case]
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {dtype: _with_dtype(batch, dtype) for dtype in RAGGED_DTYPES})
+    spec = dataset.element_spec["float64"]
+    assert isinstance(spec, tf.RaggedTensorSpec) and spec.row_splits_dtype == tf.as_dtype(splits)
+    assert spec.ragged_rank >= 1
+    loaded = roundtrip(dataset, paths)
+    assert_same_features(dataset, loaded)
+
+
+@pytest.mark.parametrize("case", ["rank1", "rank2", "uniform-middle"])
+def test_ragged_bare_tensor(case, paths):
+    dataset = tf.data.Dataset.from_tensor_slices(_ragged_cases(tf.int32)[case])
+    assert_same_elements(dataset, roundtrip(dataset, paths))
+
+
+def _companion(kind: str, n: int):
+    """Another component beside a ragged-rank-0 one: it decides how load() decodes elements."""
+    if kind == "unknown-2d":  # reshaped per element
+        shapes = [(0, 7), (2, 1), (1, 3)]
+        return generated([make_values("float32", shapes[i % 3], i) for i in range(n)],
+                         tf.TensorSpec([None, None], tf.float32))
+    if kind == "zero-size":  # made again per element
+        return tf.data.Dataset.from_tensor_slices(tf.zeros([n, 0, 2], tf.float64))
+    return tf.data.Dataset.from_tensor_slices(tf.range(n))  # plain: decoded as whole blocks
+
+
+RAGGED_RANK_0 = {  # rows of a ragged_rank-1 batch, the dataset's element shape
+    "tokens": ([[1, 2], [], [3]], [None]),  # the usual token lists
+    "uniform-inner": ([[[1, 2], [3, 4]], [[5, 6]], []], [None, 2]),
+}
+
+
+@pytest.mark.parametrize("case, splits, companion", [
+    (case, "int32", companion) for case in RAGGED_RANK_0
+    for companion in ("plain", "unknown-2d", "zero-size")
+] + [(case, "int64", "plain") for case in RAGGED_RANK_0])
+def test_ragged_rank_0_spec_is_kept(case, splits, companion, paths):
+    """Slicing a ragged_rank-1 RaggedTensor gives RaggedTensorSpec(ragged_rank=0) elements.
+
+    They iterate as plain tensors, but the spec is what `.batch()` and `.concatenate()` see
+    (`.batch` makes ragged batches of them), so it must survive the round trip, whatever the
+    other components of the element are.
+    """
+    rows, spec_shape = RAGGED_RANK_0[case]
+    batch = tf.ragged.constant(rows, tf.int32, ragged_rank=1, row_splits_dtype=tf.as_dtype(splits))
+    dataset = tf.data.Dataset.zip({"tokens": tf.data.Dataset.from_tensor_slices(batch),
+                                   "other": _companion(companion, len(rows))})
+    assert dataset.element_spec["tokens"] == tf.RaggedTensorSpec(
+        spec_shape, tf.int32, 0, tf.as_dtype(splits))
+    loaded = roundtrip(dataset, paths)
+    assert_same_elements(dataset, loaded)
+    assert_same_elements(dataset.ragged_batch(2), loaded.ragged_batch(2))
+    assert_same_elements(dataset.ragged_batch(2), super_serial.load(*paths, batch_size=2))
+
+
+def test_ragged_rank_0_uniform_first_dim(paths):
+    """RaggedTensorSpec([3, 2], ragged_rank=0): slices of a uniform-row-length RaggedTensor."""
+    batch = tf.RaggedTensor.from_uniform_row_length(tf.reshape(tf.range(12.0), [6, 2]), 3)
+    dataset = tf.data.Dataset.from_tensor_slices(batch)
+    assert dataset.element_spec == tf.RaggedTensorSpec([3, 2], tf.float32, 0)
+    loaded = roundtrip(dataset, paths)
+    assert_same_elements(dataset, loaded)
+    assert_same_elements(dataset.batch(2), loaded.batch(2))
+    assert_same_elements(dataset.batch(2), super_serial.load(*paths, batch_size=2))
+
+
+# --------------------------------------------------------------------------------------------
+# Structures (x compression)
+# --------------------------------------------------------------------------------------------
+
+
+def _ragged_component(n: int) -> tf.data.Dataset:
+    rows = [[[i] * (i % 3)] * (i % 2) for i in range(n)]
+    return tf.data.Dataset.from_tensor_slices(tf.ragged.constant(rows, tf.int64, ragged_rank=2))
+
+
+def _unknown_component(n: int) -> tf.data.Dataset:
+    elements = [make_values("float64", (i % 3, 2), i) for i in range(n)]
+    return generated(elements, tf.TensorSpec([None, 2], tf.float64))
+
+
+def _structures() -> dict:
+    n = 4
+    s = lambda dtype, shape, offset=0: tf.data.Dataset.from_tensor_slices(  # noqa: E731
+        tensor(dtype, (n, *shape), offset))
+    z = tf.data.Dataset.zip
+    return {
+        "flat-dict": lambda: z({"a": s("float32", (2,)), "b": s("int64", ()),
+                                "c": s("string", ())}),
+        "nested-dict": lambda: z({"outer": {"inner": {"x": s("uint8", (3,))},
+                                            "y": s("float64", ())},
+                                  "z": s("bool", (2, 2))}),
+        "features-label": lambda: z((z({"image": s("uint8", (2, 2, 3)),
+                                        "text": s("string", (2,))}), s("int32", ()))),
+        "tuple-of-dicts": lambda: z((z({"a": s("int16", ())}), z({"a": s("float16", (1,)),
+                                                                   "b": s("string", ())}))),
+        "nested-tuple": lambda: z(((s("int8", ()), s("complex64", (2,))), s("uint64", ()))),
+        "single-tensor": lambda: s("float32", (2, 3)),
+        "odd-keys": lambda: z({"a/b": s("int32", ()), "ü nicode key": s("float32", ()),
+                               "#": s("string", ()), "": s("bfloat16", (1,))}),
+        "mixed": lambda: z({"fixed": s("float32", (3,)), "unknown": _unknown_component(n),
+                            "ragged": _ragged_component(n),
+                            "empty": s("int32", (0, 2)),
+                            "nested": {"label": s("int64", ())}}),
+        "mixed-tuple": lambda: z((z({"unknown": _unknown_component(n),
+                                     "ragged": _ragged_component(n)}), s("int64", ()))),
+    }
+
+
+STRUCTURES = list(_structures())
+
+
+# ZLIB is the same code path with another TFRecordOptions (test_header and test_codecs use it).
+@pytest.mark.parametrize("compression", [None, "GZIP"], ids=["raw", "gzip"])
+@pytest.mark.parametrize("structure", STRUCTURES)
+def test_structure(structure, compression, paths):
+    dataset = _structures()[structure]()
+    tfrecord, header = paths
+    super_serial.save(dataset, tfrecord, header, compression=compression)
+    loaded = super_serial.load(tfrecord, header)
+    assert_same_elements(dataset, loaded)
+    assert super_serial.read_header(header)["compression"] == compression
+
+
+def test_tuple_structure_is_a_tuple(paths):
+    dataset = _structures()["features-label"]()
+    element = next(iter(roundtrip(dataset, paths)))
+    assert type(element) is tuple and len(element) == 2
+    assert type(element[0]) is dict and sorted(element[0]) == ["image", "text"]
+
+
+# --------------------------------------------------------------------------------------------
+# Empty datasets
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("structure", ["flat-dict", "single-tensor", "mixed", "mixed-tuple"])
+def test_empty_dataset_keeps_element_spec(structure, paths):
+    dataset = _structures()[structure]().take(0)
+    loaded = roundtrip(dataset, paths)
+    assert loaded.element_spec == dataset.element_spec
+    assert list(loaded) == []
+    assert super_serial.read_header(paths[1])["num_records"] == 0
+    batched = super_serial.load(*paths, batch_size=4)
+    assert list(batched) == []
+
+
+# --------------------------------------------------------------------------------------------
+# original_dtypes=False: the TFRecord lists' dtypes
+# --------------------------------------------------------------------------------------------
+
+
+def test_original_dtypes_false(paths):
+    n = 3
+    columns = {name: make_values(name, (n, 2)) for name in
+               ("bool", "int8", "int32", "uint32", "int64", "float32", "float64", "float16",
+                "bfloat16", "uint64", "complex64", "string")}
+    dataset = tf.data.Dataset.from_tensor_slices({k: tf.constant(v) for k, v in columns.items()})
+    loaded = roundtrip(dataset, paths, original_dtypes=False)
+    int_spec = tf.TensorSpec([2], tf.int64)
+    raw_spec = tf.TensorSpec([], tf.string)
+    assert loaded.element_spec == {
+        "bool": int_spec, "int8": int_spec, "int32": int_spec, "uint32": int_spec,
+        "int64": int_spec, "float32": tf.TensorSpec([2], tf.float32),
+        "string": tf.TensorSpec([2], tf.string),
+        "float64": raw_spec, "float16": raw_spec, "bfloat16": raw_spec, "uint64": raw_spec,
+        "complex64": raw_spec,
+    }
+    for i, element in enumerate(loaded):
+        for name, values in columns.items():
+            got = element[name].numpy()
+            if name in ("bool", "int8", "int32", "uint32", "int64"):
+                assert got.dtype == np.int64
+                assert got.tolist() == values[i].astype(np.int64).tolist(), name
+            elif name == "float32":
+                assert got.tobytes() == values[i].tobytes()
+            elif name == "string":
+                assert got.tolist() == values[i].tolist()
+            else:  # raw: the little-endian bytes of the values, row-major
+                assert got == values[i].astype(values[i].dtype.newbyteorder("<")).tobytes(), name
+
+
+def test_original_dtypes_false_unknown_and_ragged(paths):
+    unknown = generated([make_values("float64", (2, 3)), make_values("float64", (0, 3), 1)],
+                        tf.TensorSpec([None, 3], tf.float64))
+    ragged = tf.data.Dataset.from_tensor_slices(
+        tf.ragged.constant([[[1, 2], []], [[-3]]], tf.int16, row_splits_dtype=tf.int32))
+    varint = generated([np.array([True, False]), np.array([], bool)], tf.TensorSpec([None],
+                                                                                   tf.bool))
+    dataset = tf.data.Dataset.zip({"unknown": unknown, "ragged": ragged, "varint": varint})
+    loaded = roundtrip(dataset, paths, original_dtypes=False)
+    assert loaded.element_spec == {
+        "unknown": tf.TensorSpec([], tf.string),
+        "ragged": tf.RaggedTensorSpec([None, None], tf.int64, 1, tf.int32),
+        "varint": tf.TensorSpec([None], tf.int64),
+    }
+    got = list(loaded)
+    assert got[0]["unknown"].numpy() == make_values("float64", (2, 3)).tobytes()
+    assert got[1]["unknown"].numpy() == b""
+    assert got[0]["ragged"].to_list() == [[1, 2], []]
+    assert got[1]["ragged"].to_list() == [[-3]]
+    assert got[0]["varint"].numpy().tolist() == [1, 0]
+    assert got[1]["varint"].numpy().tolist() == []
+
+
+# --------------------------------------------------------------------------------------------
+# batch_size=N
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True], ids=["keep", "drop"])
+@pytest.mark.parametrize("batch_size", [1, 3, 10])
+@pytest.mark.parametrize("structure", ["flat-dict", "features-label"])
+def test_batch_size_fixed(structure, batch_size, drop_remainder, paths):
+    dataset = _structures()[structure]().repeat(2).take(7)
+    tfrecord, header = paths
+    super_serial.save(dataset, tfrecord, header)
+    batched = super_serial.load(tfrecord, header, batch_size=batch_size,
+                                drop_remainder=drop_remainder)
+    assert_same_elements(dataset.batch(batch_size, drop_remainder=drop_remainder), batched)
+    assert_same_elements(
+        super_serial.load(tfrecord, header).batch(batch_size, drop_remainder=drop_remainder),
+        batched)
+
+
+def test_batch_size_zero_size_fixed(paths):
+    dataset = tf.data.Dataset.from_tensor_slices({"e": tf.zeros([5, 3, 0], tf.float64),
+                                                  "x": tf.range(5)})
+    tfrecord, header = paths
+    super_serial.save(dataset, tfrecord, header)
+    assert_same_elements(dataset.batch(2), super_serial.load(tfrecord, header, batch_size=2))
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True], ids=["keep", "drop"])
+@pytest.mark.parametrize("batch_size", [1, 3, 10])
+@pytest.mark.parametrize("structure", ["mixed"])
+def test_batch_size_unknown_shapes_is_ragged_batch(structure, batch_size, drop_remainder, paths):
+    dataset = _structures()[structure]()
+    tfrecord, header = paths
+    super_serial.save(dataset, tfrecord, header)
+    batched = super_serial.load(tfrecord, header, batch_size=batch_size,
+                                drop_remainder=drop_remainder)
+    assert_same_elements(dataset.ragged_batch(batch_size, drop_remainder=drop_remainder),
+                         batched)
+
+
+def test_batch_size_tuple_with_unknown_shapes(paths):
+    dataset = _structures()["mixed-tuple"]()
+    super_serial.save(dataset, *paths)
+    assert_same_elements(dataset.ragged_batch(3), super_serial.load(*paths, batch_size=3))
+
+
+@pytest.mark.parametrize("case", ["rank1", "rank2", "uniform-middle"])
+def test_batch_size_ragged_only(case, paths):
+    dataset = tf.data.Dataset.from_tensor_slices(_ragged_cases(tf.int32)[case])
+    tfrecord, header = paths
+    super_serial.save(dataset, tfrecord, header)
+    assert_same_elements(dataset.batch(2), super_serial.load(tfrecord, header, batch_size=2))
+
+
+def test_batch_size_invalid(paths):
+    tfrecord, header = paths
+    super_serial.save(tf.data.Dataset.range(3), tfrecord, header)
+    for bad in (0, -1, 2.0, "3"):
+        with pytest.raises(ValueError, match="batch_size"):
+            super_serial.load(tfrecord, header, batch_size=bad)
+
+
+# --------------------------------------------------------------------------------------------
+# Default header path
+# --------------------------------------------------------------------------------------------
+
+
+def test_default_header_path(tmp_path):
+    tfrecord = str(tmp_path / "data.tfrecord")
+    assert super_serial.default_header_path(tfrecord) == tfrecord + ".header.yaml"
+    dataset = tf.data.Dataset.from_tensor_slices({"x": [1.5, 2.5]})
+    super_serial.save(dataset, tfrecord)
+    assert sorted(os.listdir(tmp_path)) == ["data.tfrecord", "data.tfrecord.header.yaml"]
+    assert_same_elements(dataset, super_serial.load(tfrecord))
+    assert_same_elements(dataset, super_serial.load(tfrecord, tfrecord + ".header.yaml"))
+
+
+def test_default_header_path_pathlike(tmp_path):
+    tfrecord = tmp_path / "sub" / "data.tfrecord"
+    assert super_serial.default_header_path(tfrecord) == str(tfrecord) + ".header.yaml"
+    dataset = tf.data.Dataset.range(4)
+    super_serial.save(dataset, tfrecord)  # also creates the missing folder
+    assert (tmp_path / "sub" / "data.tfrecord.header.yaml").is_file()
+    assert_same_elements(dataset, super_serial.load(tfrecord))
+
+
+def test_load_without_default_header_fails(tmp_path):
+    tfrecord = str(tmp_path / "data.tfrecord")
+    super_serial.save(tf.data.Dataset.range(2), tfrecord, str(tmp_path / "elsewhere.yaml"))
+    with pytest.raises(super_serial.HeaderError, match="header file not found"):
+        super_serial.load(tfrecord)
+
+
+# --------------------------------------------------------------------------------------------
+# load inside tf.function
+# --------------------------------------------------------------------------------------------
+
+
+# autograph=False keeps tracing quick; test_load_is_not_autograph_converted covers the default.
+def test_load_inside_tf_function(paths):
+    """A tf.function that builds the dataset with load() and reduces over it matches eager."""
+    dataset = _structures()["mixed"]()
+    tfrecord, header = paths
+    super_serial.save(dataset, tfrecord, header)
+
+    def total(ds):
+        def add(acc, e):
+            return (acc[0] + tf.reduce_sum(e["fixed"]),
+                    acc[1] + tf.reduce_sum(e["unknown"]),
+                    acc[2] + tf.reduce_sum(e["ragged"].flat_values) + e["nested"]["label"],
+                    acc[3] + 1)
+        zero = (tf.constant(0, tf.float32), tf.constant(0, tf.float64),
+                tf.constant(0, tf.int64), tf.constant(0, tf.int64))
+        return ds.reduce(zero, add)
+
+    @tf.function(autograph=False)
+    def in_graph():
+        return total(super_serial.load(tfrecord, header))
+
+    graph = [t.numpy() for t in in_graph()]
+    eager = [t.numpy() for t in total(dataset)]
+    assert graph[3] == 4
+    for g, e in zip(graph, eager):
+        assert g.tobytes() == e.tobytes()
+    assert [t.numpy().tobytes() for t in total(super_serial.load(tfrecord, header))] == [
+        e.tobytes() for e in eager]
+
+
+def test_load_inside_tf_function_batched_values(paths):
+    dataset = tf.data.Dataset.from_tensor_slices({"x": tensor("float64", (6, 2))})
+    tfrecord, header = paths
+    super_serial.save(dataset, tfrecord, header)
+
+    @tf.function(autograph=False)
+    def first_batch():
+        return super_serial.load(tfrecord, header, batch_size=6).get_single_element()["x"]
+
+    assert_bit_identical(tensor("float64", (6, 2)), first_batch())
+
+
+def test_load_is_not_autograph_converted(paths, monkeypatch):
+    """Under a default tf.function, AutoGraph must not convert load() and everything it calls.
+
+    Converting it walks read_header and all of PyYAML (tens of seconds of tracing, and an
+    "AutoGraph could not transform" warning); load() has no tensor-dependent Python control
+    flow, so it should be marked `tf.autograph.experimental.do_not_convert`.
+    """
+    tfrecord, header = paths
+    super_serial.save(tf.data.Dataset.range(3), tfrecord, header)
+    real_safe_load = yaml.safe_load
+    stacks = []
+
+    def spy(text):
+        frame, names = sys._getframe(), []
+        while frame is not None:
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        stacks.append(names)
+        return real_safe_load(text)
+
+    monkeypatch.setattr(yaml, "safe_load", spy)
+
+    @tf.function
+    def traced():
+        return super_serial.load(tfrecord, header).reduce(tf.constant(0, tf.int64),
+                                                         lambda a, e: a + e)
+
+    assert traced().numpy() == 3
+    assert stacks, "load() did not read the header"
+    converted = {n for names in stacks for n in names
+                 if n.startswith("tf__") and n not in ("tf__traced", "tf__spy")}
+    assert not converted, f"AutoGraph converted {sorted(converted)}"
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input raises before anything is written
+# --------------------------------------------------------------------------------------------
+
+
+def _nothing_written(tmp_path):
+    assert list(tmp_path.iterdir()) == [], "save wrote files before failing"
+
+
+def test_sparse_component(tmp_path, paths):
+    sparse = tf.sparse.SparseTensor([[0, 1], [1, 0]], [1.0, 2.0], [2, 3])
+    dataset = tf.data.Dataset.from_tensor_slices({"x": sparse, "y": [1, 2]})
+    with pytest.raises(SchemaError, match="feature 'x'"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def test_unknown_rank(tmp_path, paths):
+    dataset = generated([{"x": np.zeros(3)}], {"x": tf.TensorSpec(None, tf.float64)})
+    with pytest.raises(SchemaError, match="feature 'x'.*unknown rank"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def test_namedtuple(tmp_path, paths):
+    Point = collections.namedtuple("Point", "x y")
+    dataset = tf.data.Dataset.from_tensor_slices(Point([1, 2], [3.0, 4.0]))
+    with pytest.raises(SchemaError, match="use a dict or a plain tuple"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def test_nested_namedtuple(tmp_path, paths):
+    Point = collections.namedtuple("Point", "x y")
+    dataset = tf.data.Dataset.from_tensor_slices({"p": Point([1, 2], [3.0, 4.0])})
+    with pytest.raises(SchemaError, match="feature 'p'.*use a dict or a plain tuple"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def test_non_str_dict_keys(tmp_path, paths):
+    dataset = tf.data.Dataset.from_tensor_slices({"outer": {1: [1, 2], 2: [3, 4]}})
+    with pytest.raises(SchemaError, match="feature 'outer'.*dict key 1"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def test_colliding_record_keys(tmp_path, paths):
+    dataset = tf.data.Dataset.from_tensor_slices({"a/b": [1, 2], "a": {"b": [3, 4]}})
+    with pytest.raises(SchemaError, match="feature 'a/b'"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def test_colliding_shape_key(tmp_path, paths):
+    unknown = generated([np.zeros(2, np.float32)], tf.TensorSpec([None], tf.float32))
+    dataset = tf.data.Dataset.zip({"x": unknown, "x#shape": tf.data.Dataset.range(1)})
+    with pytest.raises(SchemaError, match="feature 'x#shape'"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def test_save_inside_tf_function(tmp_path, paths):
+    dataset = tf.data.Dataset.range(3)
+
+    @tf.function
+    def save_in_graph():
+        super_serial.save(dataset, *paths)
+        return tf.constant(0)
+
+    with pytest.raises(SuperSerialError, match="eagerly"):
+        save_in_graph()
+    _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("compression", ["gzip2", "ZIP", "NONE", 1, True])
+def test_invalid_compression(compression, tmp_path, paths):
+    with pytest.raises(ValueError, match="None, 'GZIP', 'ZLIB'"):
+        super_serial.save(tf.data.Dataset.range(3), *paths, compression=compression)
+    _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib", ""])
+def test_compression_spellings(compression, paths):
+    dataset = tf.data.Dataset.range(3)
+    super_serial.save(dataset, *paths, compression=compression)
+    expected = compression.upper() or None
+    assert super_serial.read_header(paths[1])["compression"] == expected
+    assert_same_elements(dataset, super_serial.load(*paths))
+
+
+def test_not_a_dataset(tmp_path, paths):
+    with pytest.raises(TypeError, match="tf.data.Dataset"):
+        super_serial.save({"x": np.zeros(3)}, *paths)
+    _nothing_written(tmp_path)

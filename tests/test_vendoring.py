@@ -1,0 +1,136 @@
+"""super_serial/core.py works when vendored: copied under another name into another project."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from conftest import assert_same_elements
+
+CORE = Path(__file__).resolve().parents[1] / "super_serial" / "core.py"
+ALLOWED_THIRD_PARTY = {"numpy", "tensorflow", "yaml"}
+
+
+def _imports(source: str) -> list[tuple[str, int]]:
+    """(top-level module name, relative level) of every import statement, anywhere in the file."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(alias.name.split(".")[0], 0) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append(((node.module or "").split(".")[0], node.level))
+    return found
+
+
+def test_core_imports_only_stdlib_numpy_tensorflow_yaml():
+    imports = _imports(CORE.read_text(encoding="utf-8"))
+    assert imports, "no imports found: is this the right file?"
+    assert all(level == 0 for _, level in imports), "relative imports break vendoring"
+    names = {name for name, _ in imports}
+    assert "super_serial" not in names
+    outside = names - set(sys.stdlib_module_names) - ALLOWED_THIRD_PARTY - {"__future__"}
+    assert not outside, f"core.py imports {sorted(outside)}"
+
+
+def test_core_source_does_not_mention_the_package_in_code():
+    """No importlib tricks either: 'super_serial' appears only in strings, not as a name."""
+    tree = ast.parse(CORE.read_text(encoding="utf-8"))
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert "super_serial" not in names | attributes
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and getattr(n.func, "attr", getattr(n.func, "id", "")) in ("import_module",
+                                                                         "__import__")]
+    assert not calls, "core.py imports modules dynamically"
+
+
+def _import_vendored(path: Path):
+    name = path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as a normal import would (dataclasses look it up)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def test_vendored_copy_round_trip(tmp_path):
+    vendored_path = tmp_path / "my_vendored_ss.py"
+    shutil.copy(CORE, vendored_path)
+    before = set(sys.modules)
+    vendored = _import_vendored(vendored_path)
+    try:
+        added = set(sys.modules) - before
+        assert not {m for m in added if m == "super_serial" or m.startswith("super_serial.")}
+        assert vendored.__file__ == str(vendored_path)
+        dataset = tf.data.Dataset.from_tensor_slices({
+            "x": np.array([0.1, 1e300, -0.0], np.float64),
+            "n": np.array([2**64 - 1, 0, 7], np.uint64),
+            "s": [b"", b"\x00\xff", "é".encode()],
+            "r": tf.ragged.constant([[[1, 2]], [], [[3], []]]),
+        })
+        tfrecord = str(tmp_path / "data" / "data.tfrecord")
+        header = vendored.save(dataset, tfrecord)
+        assert header["format"] == "super_serial"
+        assert_same_elements(dataset, vendored.load(tfrecord))
+        # The package reads what the vendored copy wrote, and vice versa, byte for byte.
+        import super_serial
+
+        assert_same_elements(dataset, super_serial.load(tfrecord))
+        super_serial.save(dataset, str(tmp_path / "pkg" / "data.tfrecord"))
+        for name in ("data.tfrecord", "data.tfrecord.header.yaml"):
+            assert (tmp_path / "pkg" / name).read_bytes() == (tmp_path / "data" / name).read_bytes()
+        # Its errors are its own classes.
+        assert issubclass(vendored.SchemaError, vendored.SuperSerialError)
+        sparse = tf.data.Dataset.from_tensor_slices(
+            {"x": tf.sparse.SparseTensor([[0, 0]], [1.0], [1, 2])})
+        try:
+            vendored.save(sparse, str(tmp_path / "bad.tfrecord"))
+        except vendored.SchemaError as e:
+            assert "feature 'x'" in str(e)
+        else:
+            raise AssertionError("the vendored save accepted a SparseTensor")
+    finally:
+        sys.modules.pop("my_vendored_ss", None)
+
+
+_CHILD = r"""
+import importlib.util, sys
+sys.modules["super_serial"] = None  # any import of the package now raises ImportError
+spec = importlib.util.spec_from_file_location("my_vendored_ss", sys.argv[1])
+ss = importlib.util.module_from_spec(spec)
+sys.modules["my_vendored_ss"] = ss
+spec.loader.exec_module(ss)
+import numpy as np, tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices({"x": np.arange(6, dtype=np.float64).reshape(3, 2)})
+ss.save(ds, sys.argv[2])
+got = np.stack([e["x"].numpy() for e in ss.load(sys.argv[2])])
+assert got.dtype == np.float64 and got.tolist() == [[0, 1], [2, 3], [4, 5]], got
+loaded = sorted(m for m in sys.modules if m and m.startswith("super_serial"))
+assert loaded == ["super_serial"], loaded  # only the None placeholder
+print("vendored ok")
+"""
+
+
+def test_vendored_copy_in_a_fresh_interpreter_without_the_package(tmp_path):
+    """In a new process where `import super_serial` fails, the copy still saves and loads."""
+    shutil.copy(CORE, tmp_path / "my_vendored_ss.py")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(tmp_path / "my_vendored_ss.py"),
+         str(tmp_path / "out" / "data.tfrecord")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "vendored ok" in result.stdout
