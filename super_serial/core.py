@@ -44,8 +44,8 @@ BARE_TENSOR_NAME = "tensor"
 _MAX_RECORD_BYTES = 2**31 - 1  # protobuf's hard limit on one serialized message
 _MAX_BLOCK_RECORDS = 2**16
 _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at once
-_TARGET_BLOCK_BYTES = 1 << 20  # records parsed together on load (and written together on save)
-_TARGET_BATCH_BYTES = 4 << 20  # elements encoded together on save
+_TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
+_TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
 _MAX_BATCH_RECORDS = 8192
 
 
@@ -790,14 +790,14 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
 
 
 def _numpy(tensor) -> np.ndarray:
-    array = tensor.numpy()
+    array = np.asarray(tensor)  # a view of the tensor's buffer; .numpy() would copy it
     if tensor.dtype == tf.string and array.dtype != object:
         array = array.astype(object)
     return array
 
 
-def _encode_records(features: list, leaves: list, rows: int) -> tuple[np.ndarray, list]:
-    """Serialized tf.train.Example of each row: (uint8 array of all records, offsets)."""
+def _encode_records(features: list, leaves: list, rows: int) -> list:
+    """The serialized tf.train.Example of each row, as bytes."""
     streams = {}
     for feature, leaf in zip(features, leaves):
         streams.update(_encode_streams(feature, leaf, rows))
@@ -810,8 +810,32 @@ def _encode_records(features: list, leaves: list, rows: int) -> tuple[np.ndarray
         entry = [_const(b"\x0a" + _varint_bytes(len(key_bytes)) + key_bytes, rows)]
         entry += _wrap(b"\x12", feature_message, rows)  # FeatureEntry{1: key, 2: Feature}
         entries += _wrap(b"\x0a", entry, rows)  # Features{1: repeated FeatureEntry}
-    data, offsets = _concat(_wrap(b"\x0a", entries, rows), rows)  # Example{1: Features}
-    return data, offsets.tolist()
+    return _records(_wrap(b"\x0a", entries, rows), rows)  # Example{1: Features}
+
+
+def _records(pieces: list, rows: int) -> list:
+    """Each row's pieces joined into one bytes object: the serialized records.
+
+    Runs of narrow pieces are concatenated for all rows at once; wide fixed pieces (an image,
+    say) are joined straight from the batch's buffer, so their bytes are copied only once.
+    """
+    segments, run = [], []
+    for piece in pieces + [None]:
+        if piece is None or (piece.fixed and piece.data.shape[1] >= _WIDE):
+            if run:
+                data, offsets = _concat(run, rows)
+                view, offsets = memoryview(data), offsets.tolist()
+                segments.append([view[a:b] for a, b in zip(offsets, offsets[1:])])
+                run = []
+            if piece is not None:
+                width = piece.data.shape[1]
+                view = memoryview(np.ascontiguousarray(piece.data).reshape(-1))
+                segments.append([view[i * width:(i + 1) * width] for i in range(rows)])
+        else:
+            run.append(piece)
+    if len(segments) == 1:
+        return [bytes(row) for row in segments[0]]
+    return [b"".join([segment[i] for segment in segments]) for i in range(rows)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -892,8 +916,7 @@ def save(
         written = 0
         for leaves in _batches_for_encoding(dataset, features, batch_records):
             rows = _rows(leaves[0])
-            data, offsets = _encode_records(features, leaves, rows)
-            files.write(data, offsets, written)
+            files.write(_encode_records(features, leaves, rows), written)
             written += rows
             meter.update(written, files.bytes_written)
         meter.update(written, files.bytes_written, force=True)
@@ -1020,12 +1043,12 @@ class _RecordFiles:
         self.counts.append(0)
         self.current_bytes = 0
 
-    def write(self, data: np.ndarray, offsets: list, first_index: int):
+    def write(self, records: list, first_index: int):
         """Queues a batch of encoded records; a writer thread writes them while the next
         batch is encoded."""
         self._raise_pending()
-        self._queue.put((data, offsets, first_index))
-        self.bytes_written += data.nbytes
+        self._queue.put((records, first_index))
+        self.bytes_written += sum(map(len, records))
 
     def _drain(self):
         while True:
@@ -1048,27 +1071,25 @@ class _RecordFiles:
             self._thread.join()
             self._thread = None
 
-    def _write_now(self, data: np.ndarray, offsets: list, first_index: int):
-        view = memoryview(data)
-        rows = len(offsets) - 1
+    def _write_now(self, records: list, first_index: int):
         if self.shard_size:
-            for i in range(rows):
+            for record in records:
                 if self.current_bytes >= self.shard_size:
                     self.writers[-1].close()
                     self._open()
-                self.writers[-1].write(bytes(view[offsets[i] : offsets[i + 1]]))
+                self.writers[-1].write(record)
                 self.counts[-1] += 1
-                self.current_bytes += offsets[i + 1] - offsets[i] + 16
+                self.current_bytes += len(record) + 16
             return
         block, shards = self.block_records, len(self.writers)
         i = 0
-        while i < rows:
+        while i < len(records):
             index = first_index + i
-            end = min(rows, (index // block + 1) * block - first_index)
+            end = min(len(records), (index // block + 1) * block - first_index)
             shard = (index // block) % shards
             write = self.writers[shard].write
             for j in range(i, end):
-                write(bytes(view[offsets[j] : offsets[j + 1]]))
+                write(records[j])
             self.counts[shard] += end - i
             i = end
 

@@ -239,12 +239,15 @@ def test_encode_records_matches_protobuf(data, n):
                     for _ in range(n)]
         if kind == "var":
             return [data.draw(finite_f32) for _ in range(n)]
+        if kind == "wide":  # wide enough to be joined straight from the batch's buffer
+            return [data.draw(arrays_of_bits("float64", (40,))) for _ in range(n)]
         if kind == "str":
             return [data.draw(string_arrays((2,))) for _ in range(n)]
         return [data.draw(arrays_of_bits(kind, (2,))) for _ in range(n)]
 
     kinds = {"a_int8": "int8", "b_i64": "int64", "c_u64": "uint64", "d_f64": "float64",
-             "e_bool": "bool", "f_f32": "f32", "g_str": "str", "h_var": "var", "i_b16": "bfloat16"}
+             "e_bool": "bool", "f_f32": "f32", "g_str": "str", "h_var": "var", "i_b16": "bfloat16",
+             "k_wide": "wide"}
     columns = {name: column(kind) for name, kind in kinds.items()}
     element_rows = st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3), max_size=3)
     rows = data.draw(st.lists(element_rows, min_size=n, max_size=n), label="ragged")
@@ -253,9 +256,9 @@ def test_encode_records_matches_protobuf(data, n):
         tf.constant([len(row) for row in r], tf.int64)) for r in rows]
     elements = [{**{name: columns[name][i] for name in columns}, "j_rag": ragged[i]}
                 for i in range(n)]
-    spec = {name: tf.TensorSpec([None] if kind == "var" else [2],
-                                {"f32": tf.float32, "var": tf.float32, "str": tf.string}.get(
-                                    kind) or tf.as_dtype(kind))
+    spec = {name: tf.TensorSpec({"var": [None], "wide": [40]}.get(kind, [2]),
+                                {"f32": tf.float32, "var": tf.float32, "str": tf.string,
+                                 "wide": tf.float64}.get(kind) or tf.as_dtype(kind))
             for name, kind in kinds.items()}
     spec["j_rag"] = tf.RaggedTensorSpec([None, None], tf.int64, 1)
     dataset = tf.data.Dataset.from_generator(lambda: iter(elements), output_signature=spec)
@@ -264,9 +267,7 @@ def test_encode_records_matches_protobuf(data, n):
     records = []
     for leaves in core._batches_for_encoding(dataset, features, 8):
         rows_in_batch = core._rows(leaves[0])
-        blob, offsets = core._encode_records(features, leaves, rows_in_batch)
-        blob = blob if isinstance(blob, bytes) else np.asarray(blob, np.uint8).tobytes()
-        records += [blob[offsets[i]:offsets[i + 1]] for i in range(rows_in_batch)]
+        records += core._encode_records(features, leaves, rows_in_batch)
     assert len(records) == n
     for record, element in zip(records, dataset):
         assert tf.train.Example.FromString(record) == _slow_example(features, element)

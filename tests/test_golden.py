@@ -109,7 +109,7 @@ V1 = TESTS / "golden" / "v1"
 V1_RECORDS_SHA256 = "da7be4d855ddf1080be0c47dcfdc70fecc7e86df62b261bcb5cc1e7545d3d765"
 V1_HEADER = (
     '# super_serial header: the schema of the tf.train.Example records beside it.\n'
-    'block_records: 31\n'
+    'block_records: 126\n'
     'compression: null\n'
     'features:\n'
     '  0/b16:\n'
