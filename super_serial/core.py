@@ -361,8 +361,25 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         raise HeaderError(f"{header_path}: not a valid header: {reason}") from None
     except (ValueError, TypeError, RecursionError) as e:  # e.g. undecodable bytes
         raise HeaderError(f"{header_path}: not a valid header: {e}") from None
+    if _shares_nodes(raw):
+        raise HeaderError(f"{header_path}: not a valid header: YAML aliases (*name) are not "
+                          "allowed in a header")
     base = posixpath.basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
+
+
+def _shares_nodes(root) -> bool:
+    """Whether a loaded YAML document reuses a mapping or list (what aliases make, including
+    cycles and "billion laughs" bombs); each container is visited once."""
+    seen, stack = set(), [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (dict, list)):
+            if id(node) in seen:
+                return True
+            seen.add(id(node))
+            stack.extend(node.values() if isinstance(node, dict) else node)
+    return False
 
 
 class _HeaderParser:
@@ -382,6 +399,8 @@ class _HeaderParser:
         value = mapping[key]
         if not _is_kind(value, kind):
             self.fail(field, f"expected {_kind_name(kind)}, found {_short(value)}")
+        if kind is int and not -(2**63) <= value < 2**63:
+            self.fail(field, f"{_short(value)} does not fit in 64 bits")
         return value
 
     def parse(self, raw, tfrecord_base: str | None) -> _Header:
@@ -397,6 +416,8 @@ class _HeaderParser:
             self.fail("version", f"this super_serial reads version {FORMAT_VERSION}, found "
                                  f"{version}")
         features_raw = self.get(raw, "features", "features", dict)
+        if not all(isinstance(name, str) for name in features_raw):
+            self.fail("features", "every feature name must be a string")
         structure = raw.get("structure")
         leaves = self.parse_structure(structure, "structure", ())
         if sorted(n for n, _ in leaves) != sorted(features_raw):
@@ -405,6 +426,9 @@ class _HeaderParser:
         features = []
         for name, path in leaves:
             features.append(self.parse_feature(name, features_raw[name], path))
+        keys = [k for f in features for k in f.keys]
+        if len(set(keys)) != len(keys):
+            self.fail("features", "two features write the same TFRecord key")
         num_records = self.get(raw, "num_records", "num_records", int)
         if num_records < 0:
             self.fail("num_records", f"must be >= 0, found {num_records}")
@@ -427,6 +451,9 @@ class _HeaderParser:
                                        f"{block_bytes // block} bytes are more than load parses "
                                        f"at once ({_MAX_BLOCK_BYTES >> 20} MiB)")
         shards = tuple(self.parse_shard(s, i) for i, s in enumerate(shards_raw))
+        files = [s.file for s in shards]
+        if len(set(files)) != len(files):
+            self.fail("shards", "a file is listed twice")
         total = sum(s.num_records for s in shards)
         if total != num_records:
             self.fail("shards", f"record counts add up to {total}, but num_records is "
@@ -490,11 +517,14 @@ class _HeaderParser:
             self.fail(f"{field}.shape", "dims after the ragged dims must be known")
         if ragged and not ragged_rank and (not shape or None in shape[1:]):
             self.fail(f"{field}.shape", "with ragged_rank 0 only the first dim may be unknown")
+        self.check_size(f"{field}.shape", shape, dtype)
+        return feature
+
+    def check_size(self, field: str, shape: tuple, dtype: _DType):
         known = [d for d in shape if d is not None]
         itemsize = 1 if dtype.name == "string" else dtype.tf_dtype.size
         if math.prod(known) * itemsize > _MAX_RECORD_BYTES:
-            self.fail(f"{field}.shape", f"{list(shape)} is larger than a record can hold (2 GiB)")
-        return feature
+            self.fail(field, f"{list(shape)} is larger than a record can hold (2 GiB)")
 
     def parse_shape(self, raw, field) -> tuple:
         if not isinstance(raw, list) or not all(
@@ -504,6 +534,8 @@ class _HeaderParser:
                              f"{_short(raw)}")
         if len(raw) > 32:
             self.fail(field, f"rank {len(raw)} is more than 32")
+        if any(d is not None and d > _MAX_RECORD_BYTES for d in raw):
+            self.fail(field, f"{_short(raw)} has a dim larger than a record can hold")
         return tuple(raw)
 
     def parse_shard(self, raw, i) -> _Shard:
@@ -511,7 +543,8 @@ class _HeaderParser:
         if not isinstance(raw, dict):
             self.fail(field, f"expected a mapping, found {_short(raw)}")
         file = self.get(raw, "file", f"{field}.file", str)
-        if not file or "/" in file or "\\" in file or file in (".", ".."):
+        if (not file or "/" in file or "\\" in file or file in (".", "..")
+                or not file.isprintable()):
             self.fail(f"{field}.file", f"expected a plain file name, found {_short(file)}")
         count = self.get(raw, "num_records", f"{field}.num_records", int)
         size = self.get(raw, "num_bytes", f"{field}.num_bytes", int)
@@ -537,6 +570,7 @@ class _HeaderParser:
             shape = self.parse_shape(value.get("shape"), f"{field}.shape")
             if None in shape:
                 self.fail(f"{field}.shape", "the original format needs fully known shapes")
+            self.check_size(f"{field}.shape", shape, dtype)
             if dtype.name == "string":
                 encoding = "bytes"
             elif dtype.tf_dtype.is_floating:
@@ -1342,6 +1376,8 @@ def load(
         raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
     header = _read_header(header_path, tfrecord_path)
     paths = _shard_paths(header, tfrecord_path)
+    if not header.version:
+        header = _count_records(header, paths[0])
     _check_files(header, paths, header_path)
     decoder = _Decoder(header, original_dtypes, batched=batch_size is not None)
     blocks = _record_blocks(header, paths, shuffle_files, seed, deterministic)
@@ -1368,6 +1404,21 @@ def _shard_paths(header: _Header, tfrecord_path: str) -> list[str]:
         return [tfrecord_path]
     folder = _dirname(tfrecord_path)
     return [_join(folder, s.file) for s in header.shards]
+
+
+def _count_records(header: _Header, path: str) -> _Header:
+    """The header of an original-module file with its record count, read from the file once
+    (its header has none); a corrupt or truncated file raises CorruptDataError here."""
+    with tf.init_scope():  # eagerly, also while a tf.function is being traced
+        try:
+            count = int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda n, _: n + 1))
+        except tf.errors.NotFoundError:
+            raise CorruptDataError(f"{path}: record file not found") from None
+        except tf.errors.OpError as e:
+            raise CorruptDataError(f"{path}: {_tf_message(e)}: the file is corrupt or "
+                                   "truncated") from None
+    shard = dataclasses.replace(header.shards[0], num_records=count)
+    return dataclasses.replace(header, num_records=count, shards=(shard,))
 
 
 def _check_files(header: _Header, paths: list, header_path: str):
@@ -1569,12 +1620,14 @@ class _Decoder:
             values = values.with_flat_values(self._restore(f, values.flat_values))
         if f.kind == "varshape":
             shapes = parsed[f.shape_key]
-            _check(tf.equal(tf.reduce_prod(shapes, axis=1), values.row_lengths()), path, f,
-                   "the number of values does not match the stored shape")
             known = [d if d is not None else -1 for d in f.shape]
-            _check(tf.logical_and(shapes >= 0, tf.logical_or(tf.equal(shapes, known),
-                                                              tf.equal(known, -1))),
-                   path, f, f"a stored shape does not fit {list(f.shape)}")
+            shapes = _checked(shapes, tf.logical_and(shapes >= 0, tf.logical_or(
+                tf.equal(shapes, known), tf.equal(known, -1))), path, f,
+                f"a stored shape does not fit {list(f.shape)}", found=shapes)
+            counts = tf.reduce_prod(shapes, axis=1)
+            values = values.with_flat_values(_checked(
+                values.flat_values, tf.equal(counts, values.row_lengths()), path, f,
+                "the number of values does not match the stored shape", found=values.row_lengths()))
             if self.whole_blocks or f.ragged:  # [rows, None, *inner] like ragged_batch
                 inner = tf.reshape(values.flat_values, [-1, *f.shape[1:]])
                 lengths = tf.cast(shapes[:, 0], tf.as_dtype(f.row_splits_dtype))
@@ -1594,12 +1647,18 @@ class _Decoder:
         # Each element's values must fill its innermost rows, and each level its parent rows.
         inner = math.prod(f.inner_shape)
         sums = [tf.reduce_sum(lengths, axis=1) for lengths in levels]
-        _check(tf.equal(sums[-1] * inner, values.row_lengths()), path, f,
-               "the number of values does not match the row lengths")
+        flat = _checked(values.flat_values, tf.equal(sums[-1] * inner, values.row_lengths()),
+                        path, f, "the number of values does not match the row lengths",
+                        found=values.row_lengths())
         for k in range(f.ragged_rank - 1):
-            _check(tf.equal(sums[k], levels[k + 1].row_lengths()), path, f,
-                   f"row lengths of level {k + 1} do not match level {k}")
-        result = tf.reshape(values.flat_values, [-1, *f.inner_shape])
+            flat = _checked(flat, tf.equal(sums[k], levels[k + 1].row_lengths()), path, f,
+                            f"row lengths of level {k + 1} do not match level {k}")
+        nrows = tf.cast(levels[0].row_lengths(), splits_dtype)
+        if f.shape[0] is not None:
+            flat = _checked(flat, tf.equal(nrows, f.shape[0]), path, f,
+                            f"rows per element differ from the header's {f.shape[0]}",
+                            found=nrows)
+        result = tf.reshape(flat, [-1, *f.inner_shape])
         for k in reversed(range(f.ragged_rank)):
             uniform = f.shape[k + 1]
             if uniform is not None:
@@ -1607,18 +1666,22 @@ class _Decoder:
             else:
                 result = tf.RaggedTensor.from_row_lengths(
                     result, tf.cast(levels[k].flat_values, splits_dtype), validate=False)
-        nrows = tf.cast(levels[0].row_lengths(), splits_dtype)
         if f.shape[0] is not None:
-            _check(tf.equal(nrows, f.shape[0]), path, f,
-                   f"rows per element differ from the header's {f.shape[0]}")
             return tf.RaggedTensor.from_uniform_row_length(result, f.shape[0])
         return tf.RaggedTensor.from_row_lengths(result, nrows, validate=False)
 
 
-def _check(condition, path, feature: _Feature, problem: str):
-    """Raises a "super_serial:" error naming the file and feature where `condition` is false."""
-    message = tf.strings.join(["super_serial: ", path, f": feature '{feature.name}': {problem}"])
-    tf.debugging.Assert(tf.reduce_all(condition), [message], summarize=1)
+def _checked(value, condition, path, feature: _Feature, problem: str, found=None):
+    """`value`, once `condition` holds everywhere; else a "super_serial:" error naming the file
+    and the feature (and the first `found` value where the condition is false)."""
+    parts = ["super_serial: ", path, f": feature '{feature.name}': {problem}"]
+    if found is not None:
+        flags = tf.concat([tf.reshape(condition, [-1]), [False]], 0)
+        found = tf.concat([tf.cast(tf.reshape(found, [-1]), tf.int64), [0]], 0)
+        parts += [", found ", tf.strings.as_string(found[tf.argmin(tf.cast(flags, tf.int32))])]
+    check = tf.debugging.Assert(tf.reduce_all(condition), [tf.strings.join(parts)], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.identity(value)
 
 
 def _raw_size(f: _Feature) -> int:
@@ -1628,8 +1691,9 @@ def _raw_size(f: _Feature) -> int:
 def _decode_raw_fixed(f: _Feature, strings, path):
     """Mirror of `_encode_list` for raw: [rows] byte strings -> [rows, n] values."""
     expected = math.prod(f.shape) * _raw_size(f)
-    _check(tf.equal(tf.strings.length(strings), expected), path, f,
-           f"expected {expected} bytes of {f.dtype.name} per record")
+    lengths = tf.strings.length(strings)
+    strings = _checked(strings, tf.equal(lengths, expected), path, f,
+                       f"expected {expected} bytes of {f.dtype.name} per record", found=lengths)
     if expected == 0:
         return tf.zeros([tf.shape(strings)[0], 0], f.dtype.tf_dtype)
     values = tf.io.decode_raw(strings, f.dtype.raw_as, little_endian=True)
@@ -1640,8 +1704,8 @@ def _decode_raw_ragged(f: _Feature, strings, path):
     """Raw values of varying count: [rows] byte strings -> RaggedTensor [rows, None]."""
     size = _raw_size(f)
     lengths = tf.cast(tf.strings.length(strings), tf.int64)
-    _check(tf.equal(lengths % size, 0), path, f,
-           f"byte count is not a multiple of {size} ({f.dtype.name})")
+    strings = _checked(strings, tf.equal(lengths % size, 0), path, f,
+                       f"byte count is not a multiple of {size} ({f.dtype.name})", found=lengths)
     flat = tf.io.decode_raw(tf.strings.reduce_join(strings), f.dtype.raw_as, little_endian=True)
     return tf.RaggedTensor.from_row_lengths(_bitcast(tf.reshape(flat, [-1]), f), lengths // size,
                                             validate=False)
@@ -1683,6 +1747,9 @@ def verify(tfrecord_path, header_path=None) -> dict:
             count += _rows(tf.nest.flatten(batch)[0])
     except tf.errors.OpError as e:
         raise CorruptDataError(_tf_message(e)) from None
+    except UnicodeDecodeError:  # TensorFlow quoting undecodable record bytes in its message
+        raise CorruptDataError(f"{tfrecord_path}: a record is not a valid tf.train.Example"
+                               ) from None
     return {"num_records": count, "files": _shard_paths(header, tfrecord_path),
             "header": header.to_yaml()}
 
@@ -1699,4 +1766,4 @@ def _tf_message(error: tf.errors.OpError) -> str:
     if "super_serial:" in text:  # our own assertion: "assertion failed: [super_serial: ...]"
         text = text[text.index("super_serial:") + len("super_serial:"):].strip()
         text = text[:-1] if text.endswith("]") else text
-    return text
+    return text.replace("\\'", "'")  # tf.debugging.Assert escapes quotes

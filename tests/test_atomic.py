@@ -1,0 +1,392 @@
+"""Atomic saves: a failed or killed save leaves the previous pair byte-identical and loadable."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import assert_same_elements
+
+from super_serial import load, read_header, save, verify
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WIDTH = 4096  # float32 values per element: ~16 KiB records, so a save writes in several batches
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<token>[0-9a-f]+)\.tmp[0-9a-z.]*$")
+
+
+def wide(n: int, offset: float = 0.0) -> tf.data.Dataset:
+    ids = tf.range(n, dtype=tf.int64)
+    values = tf.cast(ids[:, None] * WIDTH + tf.range(WIDTH, dtype=tf.int64)[None], tf.float32)
+    return tf.data.Dataset.from_tensor_slices({"id": ids, "x": values + offset})
+
+
+def failing_generator(n: int, fail_at: int) -> tf.data.Dataset:
+    """`n` wide elements, but the generator raises when asked for element `fail_at`."""
+
+    def generate():
+        for i in range(n):
+            if i == fail_at:
+                raise RuntimeError(f"boom at {i}")
+            yield {"id": np.int64(i), "x": np.full(WIDTH, i, np.float32)}
+
+    signature = {"id": tf.TensorSpec([], tf.int64), "x": tf.TensorSpec([WIDTH], tf.float32)}
+    return tf.data.Dataset.from_generator(generate, output_signature=signature)
+
+
+def snapshot(folder) -> dict:
+    """{file name: sha256 of its bytes} of every file in the folder."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(folder).iterdir())}
+
+
+def temporaries(folder) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if TEMP_NAME.match(name))
+
+
+class CountingWriter:
+    """Wraps tf.io.TFRecordWriter; raises OSError on the record after `fail_after` (if given)."""
+
+    instances: list = []
+
+    def __init__(self, path, options=None, *, fail_after=None):
+        self.inner = REAL_WRITER(path, options)
+        self.path = path
+        self.records = 0
+        self.fail_after = fail_after
+        CountingWriter.instances.append(self)
+
+    def write(self, record):
+        if self.fail_after is not None and self.records >= self.fail_after:
+            raise OSError(28, "No space left on device (simulated)", self.path)
+        self.inner.write(record)
+        self.records += 1
+
+    def flush(self):
+        self.inner.flush()
+
+    def close(self):
+        self.inner.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+REAL_WRITER = tf.io.TFRecordWriter
+
+
+@pytest.fixture
+def counting_writer(monkeypatch):
+    """Installs CountingWriter in place of tf.io.TFRecordWriter; yields a setter for fail_after."""
+    CountingWriter.instances = []
+    settings = {"fail_after": None}
+
+    def make(path, options=None):
+        return CountingWriter(path, options, fail_after=settings["fail_after"])
+
+    monkeypatch.setattr(tf.io, "TFRecordWriter", make)
+    return settings
+
+
+class GoodPair(tuple):
+    """(tfrecord_path, header_path, dataset, folder snapshot), shown briefly in failures."""
+
+    def __repr__(self):
+        return f"GoodPair({self[0]!r})"
+
+
+@pytest.fixture
+def good_pair(paths):
+    """A good saved pair at `paths`."""
+    tfrecord_path, header_path = paths
+    dataset = wide(40, offset=0.5)
+    save(dataset, tfrecord_path, header_path)
+    return GoodPair((tfrecord_path, header_path, dataset, snapshot(Path(tfrecord_path).parent)))
+
+
+def assert_previous_pair_intact(good_pair):
+    tfrecord_path, header_path, dataset, before = good_pair
+    after = snapshot(Path(tfrecord_path).parent)
+    assert sorted(after) == sorted(before), f"folder holds {sorted(after)}, not {sorted(before)}"
+    for name in before:
+        assert after[name] == before[name], f"{name} changed"
+    assert_same_elements(dataset, load(tfrecord_path, header_path))
+    assert verify(tfrecord_path, header_path)["num_records"] == 40
+
+
+# ---- (a) the dataset fails part-way ----------------------------------------------------------
+
+
+def test_failing_dataset_keeps_previous_pair(good_pair, counting_writer):
+    tfrecord_path, header_path, _, _ = good_pair
+    # 3000 elements are 48 MiB, several of the batches that save encodes at once.
+    with pytest.raises((tf.errors.OpError, RuntimeError), match="boom at 3000"):
+        save(failing_generator(3100, fail_at=3000), tfrecord_path, header_path)
+    written = sum(w.records for w in CountingWriter.instances)
+    assert written > 0, "no record was written before the failure: raise fail_at"
+    assert all(TEMP_NAME.match(Path(w.path).name) for w in CountingWriter.instances)
+    assert_previous_pair_intact(good_pair)
+
+
+def test_failing_dataset_with_shards_keeps_previous_pair(tmp_path):
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    dataset = wide(30)
+    save(dataset, tfrecord_path, num_shards=3)
+    before = snapshot(tmp_path)
+    with pytest.raises((tf.errors.OpError, RuntimeError), match="boom at 500"):
+        save(failing_generator(600, fail_at=500), tfrecord_path, num_shards=2)
+    assert snapshot(tmp_path) == before
+    assert_same_elements(dataset, load(tfrecord_path))
+
+
+def test_failing_first_save_leaves_nothing(paths):
+    tfrecord_path, header_path = paths
+    with pytest.raises((tf.errors.OpError, RuntimeError), match="boom at 3"):
+        save(failing_generator(10, fail_at=3), tfrecord_path, header_path)
+    assert os.listdir(Path(tfrecord_path).parent) == []
+
+
+# ---- (b) the process is killed mid-save ------------------------------------------------------
+
+KILLED_SAVE = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import tensorflow as tf
+    import super_serial
+
+    tfrecord_path, header_path, marker, width = sys.argv[1:4] + [int(sys.argv[4])]
+
+    def generate():
+        for i in range(10**9):
+            if i == 4000:
+                open(marker, "w").close()  # 64 MiB, several batches, went to the writer
+            if i >= 4000:
+                time.sleep(0.05)
+            yield {"id": np.int64(i), "x": np.full(width, -i, np.float32)}
+
+    signature = {"id": tf.TensorSpec([], tf.int64), "x": tf.TensorSpec([width], tf.float32)}
+    super_serial.save(tf.data.Dataset.from_generator(generate, output_signature=signature),
+                      tfrecord_path, header_path)
+    print("the save finished, but it should have been killed first")
+""")
+
+
+def test_killed_save_keeps_previous_pair(good_pair, tmp_path_factory):
+    tfrecord_path, header_path, dataset, before = good_pair
+    folder = Path(tfrecord_path).parent
+    marker = tmp_path_factory.mktemp("marker") / "writing"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SAVE, tfrecord_path, header_path, str(marker), str(WIDTH)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        def writing() -> bool:  # some records have reached the temporary file
+            return marker.exists() and any(os.path.getsize(folder / n) for n in temporaries(folder))
+
+        while not writing():
+            assert process.poll() is None, process.communicate()[1].decode()[-2000:]
+            assert time.monotonic() < deadline, "the save never started writing"
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+    assert process.returncode == -signal.SIGKILL
+
+    leftovers = temporaries(folder)
+    assert leftovers, "the killed save left no temporary file: it was not killed mid-save"
+    for name in leftovers:
+        assert TEMP_NAME.match(name).group("name") == Path(tfrecord_path).name
+    assert os.path.getsize(folder / leftovers[0]) > 0, "no record reached the temporary file"
+    # Everything but the leftovers is exactly as before; the leftovers are not taken for data.
+    after = snapshot(folder)
+    assert {k: v for k, v in after.items() if k not in leftovers} == before
+    assert_same_elements(dataset, load(tfrecord_path, header_path))
+    assert verify(tfrecord_path, header_path)["files"] == [tfrecord_path]
+    assert read_header(header_path)["shards"][0]["file"] == Path(tfrecord_path).name
+
+    # A later save over the same paths works despite the leftovers.
+    replacement = wide(7, offset=9.0)
+    save(replacement, tfrecord_path, header_path)
+    assert_same_elements(replacement, load(tfrecord_path, header_path))
+
+
+# ---- (c) a write or rename fails -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fail_after", [0, 1, 300])
+def test_write_error_keeps_previous_pair(good_pair, counting_writer, fail_after):
+    tfrecord_path, header_path, _, _ = good_pair
+    counting_writer["fail_after"] = fail_after
+    with pytest.raises(OSError, match="No space left on device"):
+        save(wide(400, offset=2.0), tfrecord_path, header_path)
+    assert CountingWriter.instances, "save did not use tf.io.TFRecordWriter"
+    assert_previous_pair_intact(good_pair)
+
+
+def test_write_error_in_one_shard_keeps_previous_shards(tmp_path, counting_writer):
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    dataset = wide(30)
+    save(dataset, tfrecord_path, num_shards=3)
+    before = snapshot(tmp_path)
+    counting_writer["fail_after"] = 100
+    with pytest.raises(OSError, match="No space left on device"):
+        save(wide(800, offset=1.0), tfrecord_path, num_shards=2)
+    assert snapshot(tmp_path) == before
+    assert_same_elements(dataset, load(tfrecord_path))
+
+
+def failing_rename(monkeypatch, should_fail):
+    """Makes the first rename for which should_fail(src, dst) holds raise (later ones work, so
+    that a save can put back what it moved)."""
+    real_rename = tf.io.gfile.rename
+    calls = []
+    failed = []
+
+    def rename(src, dst, overwrite=False):
+        calls.append((src, dst))
+        if not failed and should_fail(str(src), str(dst)):
+            failed.append((src, dst))
+            raise tf.errors.PermissionDeniedError(None, None, f"{dst}: rename refused (simulated)")
+        return real_rename(src, dst, overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    return calls
+
+
+def test_header_rename_error_keeps_previous_pair(good_pair, monkeypatch):
+    """The header goes last; if it cannot be put in place, the new records must not stay."""
+    tfrecord_path, header_path, _, _ = good_pair
+    calls = failing_rename(monkeypatch, lambda src, dst: dst == header_path)
+    with pytest.raises(tf.errors.PermissionDeniedError, match="rename refused"):
+        save(wide(12, offset=3.0), tfrecord_path, header_path)
+    assert any(dst == header_path for _, dst in calls), f"renames: {calls}"
+    monkeypatch.undo()
+    assert_previous_pair_intact(good_pair)
+
+
+def test_shard_rename_error_keeps_previous_shards(tmp_path, monkeypatch):
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    dataset = wide(30)
+    save(dataset, tfrecord_path, num_shards=3)
+    before = snapshot(tmp_path)
+    second = f"{tfrecord_path}-00001-of-00003"
+    failing_rename(monkeypatch, lambda src, dst: dst == second)
+    with pytest.raises(tf.errors.PermissionDeniedError, match="rename refused"):
+        save(wide(30, offset=5.0), tfrecord_path, num_shards=3)
+    monkeypatch.undo()
+    assert snapshot(tmp_path) == before
+    assert_same_elements(dataset, load(tfrecord_path))
+
+
+def test_renames_put_header_last(paths, monkeypatch):
+    tfrecord_path, header_path = paths
+    calls = failing_rename(monkeypatch, lambda src, dst: False)
+    save(wide(30), tfrecord_path, header_path, num_shards=3)
+    destinations = [dst for _, dst in calls]
+    assert destinations[-1] == header_path
+    assert sorted(destinations[:-1]) == [f"{tfrecord_path}-{i:05d}-of-00003" for i in range(3)]
+    for src, _ in calls:
+        assert TEMP_NAME.match(Path(src).name), f"{src} is not a temporary name"
+        assert Path(src).parent == Path(tfrecord_path).parent, "temporaries must sit beside"
+
+
+# ---- (d) overwriting ---------------------------------------------------------------------------
+
+
+def test_overwrite_with_another_dataset(good_pair):
+    tfrecord_path, header_path, _, _ = good_pair
+    replacement = tf.data.Dataset.from_tensor_slices({"name": [b"a", b"bc", b""]})
+    save(replacement, tfrecord_path, header_path)
+    assert_same_elements(replacement, load(tfrecord_path, header_path))
+    assert sorted(os.listdir(Path(tfrecord_path).parent)) == ["data.header.yaml", "data.tfrecord"]
+
+
+@pytest.mark.parametrize("first, second", [(4, 2), (3, 1), (1, 3), (2, 2)])
+def test_fewer_shards_leave_no_stale_files(tmp_path, first, second):
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(20), tfrecord_path, num_shards=first)
+    replacement = wide(9, offset=4.0)
+    header = save(replacement, tfrecord_path, num_shards=second)
+    expected = {s["file"] for s in header["shards"]} | {"data.tfrecord.header.yaml"}
+    assert set(os.listdir(tmp_path)) == expected
+    assert len(header["shards"]) == second
+    assert_same_elements(replacement, load(tfrecord_path))
+
+
+def test_overwrite_removes_only_its_own_shards(tmp_path):
+    """Re-using a header path for another record path must not delete the first one's data."""
+    header_path = str(tmp_path / "shared.header.yaml")
+    first = str(tmp_path / "first.tfrecord")
+    second = str(tmp_path / "second.tfrecord")
+    save(wide(5), first, header_path)
+    first_bytes = Path(first).read_bytes()
+    save(wide(6), second, header_path)
+    assert Path(first).exists(), "saving second.tfrecord deleted first.tfrecord"
+    assert Path(first).read_bytes() == first_bytes
+
+
+def test_overwrite_never_deletes_unrelated_files(paths):
+    """An edited old header listing some other file must not make the next save delete it."""
+    tfrecord_path, header_path = paths
+    folder = Path(tfrecord_path).parent
+    save(wide(5), tfrecord_path, header_path)
+    notes = folder / "notes.txt"
+    notes.write_text("precious")
+    text = Path(header_path).read_text().replace("file: data.tfrecord", "file: notes.txt")
+    Path(header_path).write_text(text)
+    save(wide(6), tfrecord_path, header_path)
+    assert notes.exists() and notes.read_text() == "precious"
+
+
+# ---- (e) tf.io.gfile paths -------------------------------------------------------------------
+
+
+def ram_snapshot(folder: str) -> dict:
+    out = {}
+    for name in sorted(tf.io.gfile.listdir(folder)):
+        with tf.io.gfile.GFile(f"{folder}/{name}", "rb") as f:
+            out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("layout", [{}, {"num_shards": 3}])
+def test_ram_filesystem(layout):
+    folder = f"ram://atomic-{uuid.uuid4().hex}"
+    tfrecord_path = f"{folder}/sub/data.tfrecord"
+    dataset = wide(25, offset=1.5)
+    save(dataset, tfrecord_path, **layout)
+    assert_same_elements(dataset, load(tfrecord_path))
+    assert verify(tfrecord_path)["num_records"] == 25
+    # Overwrite, then fail a save: the ram:// pair stays, no temporaries are left.
+    replacement = wide(11, offset=2.5)
+    save(replacement, tfrecord_path, **layout)
+    before = ram_snapshot(f"{folder}/sub")
+    with pytest.raises((tf.errors.OpError, RuntimeError), match="boom at 300"):
+        save(failing_generator(400, fail_at=300), tfrecord_path, **layout)
+    after = ram_snapshot(f"{folder}/sub")
+    assert after == before
+    assert not [n for n in after if TEMP_NAME.match(n)]
+    assert_same_elements(replacement, load(tfrecord_path))
+
+
+def test_ram_filesystem_top_level():
+    tfrecord_path = f"ram://top-{uuid.uuid4().hex}.tfrecord"
+    dataset = wide(3)
+    save(dataset, tfrecord_path)
+    assert_same_elements(dataset, load(tfrecord_path))
+

@@ -1,0 +1,315 @@
+"""Loads verify: corrupt, truncated, swapped or missing files raise errors naming the file."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+
+from super_serial import CorruptDataError, HeaderError, load, read_header, save, verify
+
+NUM = 1100  # two blocks of records (1024 and 76)
+ITERATION_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError)
+
+
+def dataset(n: int = NUM) -> tf.data.Dataset:
+    ids = np.arange(n)
+    return tf.data.Dataset.from_tensor_slices({
+        "x": np.stack([ids, -ids], axis=1).astype(np.float32),  # FloatList
+        "y": ids.astype(np.int64),  # Int64List
+        "z": ids.astype(np.float64) / 3,  # raw bytes
+    })
+
+
+def record_spans(data: bytes) -> list[tuple[int, int]]:
+    """(offset of the record's frame, payload length) of every record of an uncompressed file."""
+    spans, offset = [], 0
+    while offset < len(data):
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
+        spans.append((offset, length))
+        offset += 16 + length
+    assert offset == len(data)
+    return spans
+
+
+def flip(path, position: int):
+    data = bytearray(Path(path).read_bytes())
+    data[position] ^= 0x5A
+    Path(path).write_bytes(bytes(data))
+
+
+def iterate(tfrecord_path, header_path=None) -> int:
+    count = 0
+    for _ in load(tfrecord_path, header_path):
+        count += 1
+    return count
+
+
+def edit_header(header_path, change):
+    header = yaml.safe_load(Path(header_path).read_text())
+    change(header)
+    Path(header_path).write_text(yaml.safe_dump(header))
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """One good save, copied by `saved` for each test."""
+    folder = tmp_path_factory.mktemp("pristine")
+    save(dataset(), str(folder / "data.tfrecord"), str(folder / "data.header.yaml"))
+    return folder
+
+
+@pytest.fixture
+def saved(paths, pristine):
+    tfrecord_path, header_path = paths
+    shutil.copyfile(pristine / "data.tfrecord", tfrecord_path)
+    shutil.copyfile(pristine / "data.header.yaml", header_path)
+    return tfrecord_path, header_path
+
+
+# ---- (a) a flipped byte ------------------------------------------------------------------------
+
+# Where in a record's frame (length, length CRC, payload, payload CRC) the byte is flipped.
+FRAME_POSITIONS = {
+    "length": lambda offset, length: offset + 1,
+    "length_crc": lambda offset, length: offset + 9,
+    "payload_start": lambda offset, length: offset + 12,
+    "payload_middle": lambda offset, length: offset + 12 + length // 2,
+    "payload_crc": lambda offset, length: offset + 12 + length + 2,
+}
+
+
+FLIPS = [(1050, where) for where in sorted(FRAME_POSITIONS)] + [
+    (0, "payload_middle"), (500, "length_crc"), (NUM - 1, "payload_crc")]
+
+
+@pytest.mark.parametrize("record, where", FLIPS)
+def test_flipped_byte_fails_iteration_and_verify(saved, where, record):
+    tfrecord_path, header_path = saved
+    offset, length = record_spans(Path(tfrecord_path).read_bytes())[record]
+    flip(tfrecord_path, FRAME_POSITIONS[where](offset, length))
+    with pytest.raises(ITERATION_ERRORS) as info:
+        iterate(tfrecord_path, header_path)
+    assert "super_serial" in info.value.message
+    assert tfrecord_path in info.value.message
+    with pytest.raises(CorruptDataError, match="data.tfrecord") as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value).startswith(tfrecord_path)
+
+
+@pytest.mark.parametrize("layout", [{"num_shards": 3}, {"compression": "GZIP"},
+                                    {"compression": "ZLIB", "num_shards": 2}])
+def test_flipped_byte_in_sharded_or_compressed_files(tmp_path, layout):
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header = save(dataset(), tfrecord_path, **layout)
+    victim = str(tmp_path / header["shards"][1 if len(header["shards"]) > 1 else 0]["file"])
+    flip(victim, Path(victim).stat().st_size // 2)
+    with pytest.raises(ITERATION_ERRORS) as info:
+        iterate(tfrecord_path)
+    assert "super_serial" in info.value.message and victim in info.value.message
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path)
+    assert str(info.value).startswith(victim)
+
+
+def test_flipped_byte_never_yields_wrong_values(saved):
+    """Everything yielded before the error is exactly what was saved."""
+    tfrecord_path, header_path = saved
+    offset, length = record_spans(Path(tfrecord_path).read_bytes())[900]
+    flip(tfrecord_path, offset + 12 + length // 2)
+    seen = []
+    with pytest.raises(ITERATION_ERRORS):
+        for element in load(tfrecord_path, header_path):
+            seen.append(int(element["y"]))
+    assert seen == list(range(len(seen))) and len(seen) <= 900
+
+
+# ---- (b) a truncated or grown file -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep", [0, 1, 100, -1, -17])
+def test_truncated_file_fails_load_at_once(saved, keep):
+    tfrecord_path, header_path = saved
+    data = Path(tfrecord_path).read_bytes()
+    Path(tfrecord_path).write_bytes(data[:keep] if keep >= 0 else data[:keep])
+    with pytest.raises(CorruptDataError, match="truncated") as info:
+        load(tfrecord_path, header_path)
+    assert str(info.value).startswith(tfrecord_path)
+    with pytest.raises(CorruptDataError):
+        verify(tfrecord_path, header_path)
+
+
+def test_appended_bytes_fail_load_at_once(saved):
+    tfrecord_path, header_path = saved
+    with open(tfrecord_path, "ab") as f:
+        f.write(b"\0" * 16)
+    with pytest.raises(CorruptDataError, match=r"data\.tfrecord: \d+ bytes on disk"):
+        load(tfrecord_path, header_path)
+
+
+def test_truncated_shard_fails_load_at_once(tmp_path):
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header = save(dataset(), tfrecord_path, num_shards=3)
+    victim = tmp_path / header["shards"][1]["file"]
+    victim.write_bytes(victim.read_bytes()[:-5])
+    with pytest.raises(CorruptDataError, match=f"^{victim}: "):
+        load(tfrecord_path)
+
+
+# ---- (c) a record file of another save, with the header's size patched to match --------------
+
+
+@pytest.mark.parametrize("other_count", [NUM - 1000, NUM - 1, NUM + 1, NUM + 1100])
+def test_record_count_mismatch(saved, tmp_path_factory, other_count):
+    tfrecord_path, header_path = saved
+    other = str(tmp_path_factory.mktemp("other") / "data.tfrecord")
+    save(dataset(other_count), other)
+    shutil.copyfile(other, tfrecord_path)
+    size = Path(tfrecord_path).stat().st_size
+    edit_header(header_path, lambda h: h["shards"][0].__setitem__("num_bytes", size))
+    # Either load sees at once that the file cannot hold the records, or iteration raises by
+    # the time it ends.
+    with pytest.raises((CorruptDataError, *ITERATION_ERRORS)) as info:
+        iterate(tfrecord_path, header_path)
+    message = str(info.value) if isinstance(info.value, CorruptDataError) else info.value.message
+    assert tfrecord_path in message and str(NUM) in message
+    with pytest.raises(CorruptDataError, match=str(NUM)) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value).startswith(tfrecord_path)
+
+
+# ---- (d) records that do not match a hand-edited header -----------------------------------------
+
+
+def rename_x(header):
+    header["features"]["w"] = header["features"].pop("x")
+    header["features"]["w"]["path"] = ["w"]
+    header["structure"] = {"w": "w", "y": "y", "z": "z"}
+
+
+MISMATCHES = {
+    # edit, then words the iteration error and verify's message must hold (besides the file)
+    "renamed_key": (rename_x, ["Feature: w", "could not be found"]),
+    "float_shape": (lambda h: h["features"]["x"].update(shape=[3]),
+                    ["Key: x", "Values size: 2", "output shape: [3]"]),
+    "int_shape": (lambda h: h["features"]["y"].update(shape=[2]),
+                  ["Key: y", "Values size: 1", "output shape: [2]"]),
+    "float_as_int": (lambda h: h["features"]["x"].update(dtype="int32", dtype_enum=3,
+                                                         encoding="int64"),
+                     ["Key: x", "Data type: float", "expected type: int64"]),
+    "raw_as_float": (lambda h: h["features"]["z"].update(dtype="float32", dtype_enum=1,
+                                                         encoding="float"),
+                     ["Key: z", "Data type: string", "expected type: float"]),
+    "raw_shape": (lambda h: h["features"]["z"].update(shape=[3]),
+                  ["z", "expected 24 bytes", "found 8"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISMATCHES))
+def test_records_not_matching_header(saved, name):
+    tfrecord_path, header_path = saved
+    change, words = MISMATCHES[name]
+    edit_header(header_path, change)
+    read_header(header_path)  # the header itself is valid
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        iterate(tfrecord_path, header_path)
+    for word in [tfrecord_path, *words]:
+        assert word in info.value.message, f"{word!r} not in {info.value.message!r}"
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    for word in [tfrecord_path, *words]:
+        assert word in str(info.value), f"{word!r} not in {str(info.value)!r}"
+
+
+@pytest.mark.parametrize("name", sorted(MISMATCHES))
+def test_verify_message_is_one_clean_line(saved, name):
+    """verify's message starts with the file, without TensorFlow's op and iterator decorations."""
+    tfrecord_path, header_path = saved
+    edit_header(header_path, MISMATCHES[name][0])
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    message = str(info.value)
+    assert message.startswith((tfrecord_path, f"Name: {tfrecord_path}:")), message
+    assert "\n" not in message and "Iterator::" not in message and "[[" not in message, message
+    assert "\\'" not in message, f"escaped quotes in {message!r}"
+
+
+# ---- (e) missing files ---------------------------------------------------------------------
+
+
+def test_missing_record_file(saved):
+    tfrecord_path, header_path = saved
+    Path(tfrecord_path).unlink()
+    for call in (load, verify):
+        with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}: record file not found"):
+            call(tfrecord_path, header_path)
+
+
+def test_missing_shard(tmp_path):
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header = save(dataset(50), tfrecord_path, num_shards=3)
+    missing = tmp_path / header["shards"][2]["file"]
+    missing.unlink()
+    with pytest.raises(CorruptDataError, match=f"^{missing}: record file not found"):
+        load(tfrecord_path)
+
+
+def test_missing_header(saved):
+    tfrecord_path, header_path = saved
+    Path(header_path).unlink()
+    for call in (load, verify):
+        with pytest.raises(HeaderError, match=f"^{header_path}: header file not found"):
+            call(tfrecord_path, header_path)
+    with pytest.raises(HeaderError, match=f"^{header_path}: header file not found"):
+        read_header(header_path)
+
+
+def test_default_header_missing(paths):
+    tfrecord_path, _ = paths
+    save(dataset(5), tfrecord_path, tfrecord_path + ".other.yaml")
+    with pytest.raises(HeaderError, match=r"data\.tfrecord\.header\.yaml: header file not found"):
+        load(tfrecord_path)
+
+
+# ---- headers of the original module: no sizes or counts, but errors still name the file -------
+
+
+@pytest.fixture
+def legacy(saved):
+    """The saved records under a header of the original module (which had no counts or sizes)."""
+    tfrecord_path, header_path = saved
+    Path(header_path).write_text(yaml.safe_dump({
+        "x": {"shape": [2], "dtype": tf.float32.as_datatype_enum},
+        "y": {"shape": [], "dtype": tf.int64.as_datatype_enum},
+    }))
+    assert iterate(tfrecord_path, header_path) == NUM
+    return tfrecord_path, header_path
+
+
+@pytest.mark.parametrize("where", ["payload_middle", "length"])
+def test_legacy_flipped_byte_names_the_file(legacy, where):
+    tfrecord_path, header_path = legacy
+    offset, length = record_spans(Path(tfrecord_path).read_bytes())[1050]
+    flip(tfrecord_path, FRAME_POSITIONS[where](offset, length))
+    # Their headers hold no record count, so load() counts the records first and fails there.
+    with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}: corrupted record"):
+        iterate(tfrecord_path, header_path)
+    with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}"):
+        verify(tfrecord_path, header_path)
+
+
+def test_legacy_truncated_file_names_the_file(legacy):
+    tfrecord_path, header_path = legacy
+    data = Path(tfrecord_path).read_bytes()
+    Path(tfrecord_path).write_bytes(data[: len(data) // 2])
+    with pytest.raises((CorruptDataError, *ITERATION_ERRORS)) as info:
+        iterate(tfrecord_path, header_path)
+    message = str(info.value) if isinstance(info.value, CorruptDataError) else info.value.message
+    assert tfrecord_path in message
+    with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}"):
+        verify(tfrecord_path, header_path)

@@ -1,0 +1,452 @@
+"""Headers are data, never code: every field is validated and every bad header is a HeaderError."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+
+from super_serial import CorruptDataError, HeaderError, SuperSerialError, load, read_header, save
+
+N = 4
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "string")
+ENCODINGS = ("int64", "float", "bytes", "raw")
+
+
+def dataset() -> tf.data.Dataset:
+    ragged = tf.ragged.constant([[[1], [2, 3]], [[3]], [], [[4], [5, 6]]], dtype=tf.int32)
+    ds = tf.data.Dataset.from_tensor_slices({
+        "x": np.arange(2 * N, dtype=np.float32).reshape(N, 2),  # fixed, FloatList
+        "y": np.arange(N),  # fixed, Int64List
+        "z": np.arange(N) / 3,  # fixed, raw float64
+        "s": [b"a", b"b", b"", b"d"],  # fixed, BytesList
+        "r": ragged,  # ragged [None, None]
+    })
+    return ds.map(lambda d: {**d, "v": tf.zeros([d["y"]], tf.int32)})  # unknown shape [None]
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pristine")
+    save(dataset(), str(folder / "data.tfrecord"), str(folder / "data.header.yaml"))
+    return folder
+
+
+@pytest.fixture
+def saved(paths, pristine):
+    """(tfrecord_path, header_path, the header as a dict), freshly copied for each test."""
+    tfrecord_path, header_path = paths
+    shutil.copyfile(pristine / "data.tfrecord", tfrecord_path)
+    shutil.copyfile(pristine / "data.header.yaml", header_path)
+    return tfrecord_path, header_path, yaml.safe_load(Path(header_path).read_text())
+
+
+class NoAliasDumper(yaml.SafeDumper):
+    """Writes objects that appear twice in full, as save does, instead of as YAML aliases."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def write(header_path, content):
+    """Writes a header: bytes or text as they are, anything else as YAML (without aliases)."""
+    if isinstance(content, bytes):
+        Path(header_path).write_bytes(content)
+    elif isinstance(content, str):
+        Path(header_path).write_text(content)
+    else:
+        Path(header_path).write_text(yaml.dump(content, Dumper=NoAliasDumper))
+
+
+def assert_header_error(tfrecord_path, header_path, match: str):
+    """read_header and load both raise a one-line HeaderError naming the file and matching."""
+    for call in (lambda: read_header(header_path), lambda: load(tfrecord_path, header_path)):
+        with pytest.raises(HeaderError) as info:
+            call()
+        message = str(info.value)
+        assert message.startswith(f"{header_path}: "), message
+        assert "\n" not in message and len(message) < 400, message
+        assert info.match(match)
+
+
+def test_the_saved_header_is_valid(saved):
+    tfrecord_path, header_path, header = saved
+    assert read_header(header_path) == header
+    assert len(list(load(tfrecord_path, header_path))) == N
+
+
+# ---- YAML that would run code ------------------------------------------------------------------
+
+UNSAFE = [
+    "!!python/object/apply:os.system ['touch {pwned}']",
+    "!!python/object/apply:subprocess.call [['touch', '{pwned}']]",
+    "!!python/object/new:os.system ['touch {pwned}']",
+    "!!python/name:os.system",
+    "!!python/module:os",
+    "!!python/object:argparse.Namespace {{a: 1}}",
+]
+
+
+@pytest.mark.parametrize("tag", UNSAFE)
+@pytest.mark.parametrize("where", ["document", "format", "shape", "legacy"])
+def test_yaml_tags_never_run(saved, tmp_path_factory, tag, where):
+    tfrecord_path, header_path, header = saved
+    pwned = tmp_path_factory.mktemp("pwned") / "pwned"
+    value = tag.format(pwned=pwned)
+    text = yaml.safe_dump(header)
+    if where == "document":
+        text = value + "\n"
+    elif where == "format":
+        text = text.replace("format: super_serial", f"format: {value}")
+    elif where == "shape":
+        text = text.replace("shape:\n    - 2\n", f"shape: {value}\n")
+    else:
+        text = f"x:\n  dtype: 1\n  shape: {value}\n"
+    assert value in text
+    write(header_path, text)
+    assert_header_error(tfrecord_path, header_path, r"tag")
+    assert not pwned.exists(), "a YAML tag in a header ran a command"
+
+
+# ---- every field of the current format ---------------------------------------------------------
+
+
+def setter(*keys, value=None, delete=False):
+    def change(header):
+        node = header
+        for key in keys[:-1]:
+            node = node[key]
+        if delete:
+            del node[keys[-1]]
+        else:
+            node[keys[-1]] = copy.deepcopy(value)
+
+    return change
+
+
+def both(*changes):
+    def change(header):
+        for c in changes:
+            c(header)
+
+    return change
+
+
+def set_counts(total, *per_shard):
+    def change(header):
+        header["num_records"] = total
+        for shard, count in zip(header["shards"], per_shard):
+            shard["num_records"] = count
+
+    return change
+
+
+def duplicate_shard(header):
+    header["shards"] = [dict(header["shards"][0]), dict(header["shards"][0])]
+    header["num_records"] *= 2
+
+
+def mixed_feature_keys(header):
+    header["features"][1] = copy.deepcopy(header["features"]["x"])
+
+
+def clashing_keys(header):
+    # feature "v" (unknown shape) stores its shape under the key "v#shape"; a second feature
+    # of that name would be parsed from the same key.
+    header["features"]["v#shape"] = dict(copy.deepcopy(header["features"]["y"]), path=["v#shape"])
+    header["structure"]["v#shape"] = "v#shape"
+
+
+HUGE = 2**63  # one more than int64 holds
+
+FIELD_EDITS = {
+    # name: (edit, the field the message must name)
+    "version_unknown": (setter("version", value=2), "version"),
+    "version_str": (setter("version", value="1"), "version"),
+    "version_bool": (setter("version", value=True), "version"),
+    "version_missing": (setter("version", delete=True), "version"),
+    "format_other": (setter("format", value="tfds"), "format"),
+    "format_missing": (setter("format", delete=True), "format"),
+    "features_list": (setter("features", value=["x"]), "features"),
+    "features_missing": (setter("features", delete=True), "features"),
+    "feature_not_mapping": (setter("features", "x", value=[1, 2]), r"features\.x"),
+    "features_mixed_keys": (mixed_feature_keys, "features|structure"),
+    "dtype_unknown": (setter("features", "x", "dtype", value="float128"), r"features\.x\.dtype"),
+    "dtype_int": (setter("features", "x", "dtype", value=1), r"features\.x\.dtype"),
+    "dtype_missing": (setter("features", "x", "dtype", delete=True), r"features\.x\.dtype"),
+    "dtype_enum_mismatch": (setter("features", "x", "dtype_enum", value=2),
+                            r"features\.x\.dtype_enum"),
+    "dtype_enum_str": (setter("features", "x", "dtype_enum", value="1"),
+                       r"features\.x\.dtype_enum"),
+    "shape_negative": (setter("features", "x", "shape", value=[-1]), r"features\.x\.shape"),
+    "shape_str_dim": (setter("features", "x", "shape", value=["2"]), r"features\.x\.shape"),
+    "shape_float_dim": (setter("features", "x", "shape", value=[2.0]), r"features\.x\.shape"),
+    "shape_bool_dim": (setter("features", "x", "shape", value=[True]), r"features\.x\.shape"),
+    "shape_inf_dim": (setter("features", "x", "shape", value=[float("inf")]),
+                      r"features\.x\.shape"),
+    "shape_scalar": (setter("features", "x", "shape", value=2), r"features\.x\.shape"),
+    "shape_missing": (setter("features", "x", "shape", delete=True), r"features\.x\.shape"),
+    "shape_rank_64": (setter("features", "x", "shape", value=[1] * 64), r"features\.x\.shape"),
+    "shape_absurd": (setter("features", "x", "shape", value=[2**40]), r"features\.x\.shape"),
+    "shape_absurd_2d": (setter("features", "y", "shape", value=[2**20, 2**20]),
+                        r"features\.y\.shape"),
+    "shape_absurd_unknown": (setter("features", "v", "shape", value=[None, 2**40]),
+                             r"features\.v\.shape"),
+    "shape_beyond_int64_zero_size": (setter("features", "x", "shape", value=[0, HUGE]),
+                                     r"features\.x\.shape"),
+    "encoding_unknown": (setter("features", "x", "encoding", value="zip"),
+                         r"features\.x\.encoding"),
+    "encoding_for_other_dtype": (setter("features", "x", "encoding", value="bytes"),
+                                 r"features\.x\.encoding"),
+    "encoding_float_for_string": (setter("features", "s", "encoding", value="float"),
+                                  r"features\.s\.encoding"),
+    "encoding_missing": (setter("features", "x", "encoding", delete=True),
+                         r"features\.x\.encoding"),
+    "ragged_rank_too_big": (setter("features", "r", "ragged_rank", value=5),
+                            r"features\.r\.ragged_rank"),
+    "ragged_rank_negative": (setter("features", "r", "ragged_rank", value=-1),
+                             r"features\.r\.ragged_rank"),
+    "row_splits_dtype": (setter("features", "r", "row_splits_dtype", value="int8"),
+                         r"features\.r\.row_splits_dtype"),
+    "path_mismatch": (setter("features", "x", "path", value=["q"]), r"features\.x\.path"),
+    "path_str": (setter("features", "x", "path", value="x"), r"features\.x\.path"),
+    "structure_missing_leaf": (setter("structure", "x", delete=True), "structure"),
+    "structure_extra_leaf": (setter("structure", "q", value="q"), "structure"),
+    "structure_int": (setter("structure", value=5), "structure"),
+    "structure_missing": (setter("structure", delete=True), "structure"),
+    "structure_empty_dict": (setter("structure", "x", value={}), r"structure\.x"),
+    "structure_int_key": (setter("structure", 7, value="x"), "structure"),
+    "structure_duplicate_leaf": (setter("structure", "q", value="x"), "structure"),
+    "duplicate_record_keys": (clashing_keys, r"features|structure"),
+    "num_records_mismatch": (setter("num_records", value=N + 1), "num_records|shards"),
+    "num_records_negative": (set_counts(-1, -1), r"num_records|shards"),
+    "num_records_float": (setter("num_records", value=4.0), "num_records"),
+    "num_records_missing": (setter("num_records", delete=True), "num_records"),
+    "num_records_beyond_int64": (set_counts(HUGE, HUGE), r"num_records|shards"),
+    "compression_unknown": (setter("compression", value="LZ4"), "compression"),
+    "compression_lowercase": (setter("compression", value="gzip"), "compression"),
+    "block_records_zero": (setter("block_records", value=0), "block_records"),
+    "block_records_negative": (setter("block_records", value=-3), "block_records"),
+    "block_records_huge": (setter("block_records", value=2**40), "block_records"),
+    "block_records_str": (setter("block_records", value="62"), "block_records"),
+    "layout_unknown": (setter("layout", value="random"), "layout"),
+    "shards_mapping": (setter("shards", value={"file": "data.tfrecord"}), "shards"),
+    "shards_empty": (setter("shards", value=[]), "shards"),
+    "shards_missing": (setter("shards", delete=True), "shards"),
+    "shard_not_mapping": (setter("shards", 0, value="data.tfrecord"), r"shards\[0\]"),
+    "shard_file_slash": (setter("shards", 0, "file", value="sub/data.tfrecord"),
+                         r"shards\[0\]\.file"),
+    "shard_file_parent": (setter("shards", 0, "file", value=".."), r"shards\[0\]\.file"),
+    "shard_file_escape": (setter("shards", 0, "file", value="../data.tfrecord"),
+                          r"shards\[0\]\.file"),
+    "shard_file_absolute": (setter("shards", 0, "file", value="/etc/passwd"),
+                            r"shards\[0\]\.file"),
+    "shard_file_backslash": (setter("shards", 0, "file", value="..\\data.tfrecord"),
+                             r"shards\[0\]\.file"),
+    "shard_file_dot": (setter("shards", 0, "file", value="."), r"shards\[0\]\.file"),
+    "shard_file_empty": (setter("shards", 0, "file", value=""), r"shards\[0\]\.file"),
+    "shard_file_nul": (setter("shards", 0, "file", value="data\0.tfrecord"),
+                       r"shards\[0\]\.file"),
+    "shard_file_url": (setter("shards", 0, "file", value="gs://bucket/x"),
+                       r"shards\[0\]\.file"),
+    "shard_file_int": (setter("shards", 0, "file", value=3), r"shards\[0\]\.file"),
+    "shard_duplicate_files": (duplicate_shard, r"shards"),
+    "shard_count_negative": (setter("shards", 0, "num_records", value=-1), r"shards\[0\]"),
+    "shard_bytes_negative": (setter("shards", 0, "num_bytes", value=-5), r"shards\[0\]"),
+    "shard_bytes_str": (setter("shards", 0, "num_bytes", value="601"), r"shards\[0\]"),
+    "shard_bytes_beyond_int64": (setter("shards", 0, "num_bytes", value=HUGE), r"shards\[0\]"),
+    "shard_count_missing": (setter("shards", 0, "num_records", delete=True), r"shards\[0\]"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIELD_EDITS))
+def test_invalid_field(saved, name):
+    tfrecord_path, header_path, header = saved
+    change, field = FIELD_EDITS[name]
+    change(header)
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path, rf"field '({field})[^']*'")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_every_accepted_encoding_can_be_decoded(saved, dtype, encoding):
+    """A header either rejects a dtype/encoding pair, or load can build a dataset for it."""
+    tfrecord_path, header_path, header = saved
+    header["features"]["x"].update(dtype=dtype, encoding=encoding,
+                                   dtype_enum=tf.as_dtype(dtype).as_datatype_enum)
+    write(header_path, header)
+    try:
+        read_header(header_path)
+    except HeaderError as e:
+        assert "field 'features.x.encoding'" in str(e)
+        return
+    dataset = load(tfrecord_path, header_path)  # any exception here fails the test
+    assert dataset.element_spec["x"].dtype == tf.as_dtype(dtype)
+
+
+# ---- headers of the original module ------------------------------------------------------------
+
+LEGACY_EDITS = {
+    "dtype_unknown_enum": ({"x": {"shape": [2], "dtype": 12345}}, r"x\.dtype"),
+    "dtype_str": ({"x": {"shape": [2], "dtype": "float32"}}, r"x\.dtype"),
+    "shape_negative": ({"x": {"shape": [-2], "dtype": 1}}, r"x\.shape"),
+    "shape_unknown": ({"x": {"shape": [None], "dtype": 1}}, r"x\.shape"),
+    "shape_absurd": ({"x": {"shape": [2**40], "dtype": 1}}, r"x\.shape"),
+    "shape_absurd_int": ({"y": {"shape": [2**31 - 1], "dtype": 9}}, r"y\.shape"),
+    "complex": ({"x": {"shape": [2], "dtype": 8}}, r"x\.dtype"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEGACY_EDITS))
+def test_invalid_legacy_field(saved, name):
+    tfrecord_path, header_path, _ = saved
+    content, field = LEGACY_EDITS[name]
+    write(header_path, content)
+    assert_header_error(tfrecord_path, header_path, rf"field '{field}'")
+
+
+# ---- not a header at all -------------------------------------------------------------------------
+
+NOT_HEADERS = {
+    "empty": b"",
+    "whitespace": b"   \n\n",
+    "comment_only": b"# nothing here\n",
+    "null": b"null\n",
+    "list": b"- format: super_serial\n- version: 1\n",
+    "string": b"super_serial\n",
+    "number": b"42\n",
+    "invalid_yaml": b"format: [super_serial\nversion: 1\n",
+    "tabs": b"format: super_serial\n\tversion: 1\n",
+    "utf16": "format: super_serial\n".encode("utf-16"),
+    "latin1": "format: caf\xe9\n".encode("latin-1"),
+    "nul_bytes": b"format: super\0serial\n",
+    "binary": bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8)),
+    "tfrecord_bytes": b"\x1a\x00\x00\x00\x00\x00\x00\x00\x8b\x9d\x8e\x01" + b"\n\x18" * 20,
+    "deep_nesting": b"[" * 50_000 + b"]" * 50_000,
+    "deep_mapping": b"a: " + b"{a: " * 5_000 + b"1" + b"}" * 5_000 + b"\n",
+    "unhashable_key": b"? [a, b]\n: 1\n",
+    "duplicate_anchor": b"format: &a super_serial\nversion: *b\n",
+    "legacy_empty_mapping": b"{}\n",
+    "legacy_int_key": b"1: {shape: [2], dtype: 1}\n",
+    "legacy_not_mapping": b"x: [2, 1]\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_HEADERS))
+def test_not_a_header(saved, name):
+    tfrecord_path, header_path, _ = saved
+    write(header_path, NOT_HEADERS[name])
+    start = time.perf_counter()
+    assert_header_error(tfrecord_path, header_path, r".")
+    assert time.perf_counter() - start < 5, "rejecting a 100 KB header took over 5 s"
+
+
+def test_header_is_a_folder(saved):
+    tfrecord_path, header_path, _ = saved
+    Path(header_path).unlink()
+    Path(header_path).mkdir()
+    assert_header_error(tfrecord_path, header_path, r"cannot read|not a valid header|not found")
+
+
+# ---- aliases: small headers that expand into huge or endless structures -----------------------
+
+
+def recursive_structure(header_path, header):
+    text = yaml.safe_dump({k: v for k, v in header.items() if k != "structure"})
+    return text + "structure: &s [*s]\n"
+
+
+def recursive_mapping(header_path, header):
+    text = yaml.safe_dump({k: v for k, v in header.items() if k != "structure"})
+    return text + "structure: &s {x: *s}\n"
+
+
+def laughs(levels: int, field: str):
+    """`field` is an alias for 10**levels strings, in a header of under 1 KB."""
+
+    def make(header_path, header):
+        lines = ['lol0: &l0 "lol"']
+        lines += [f"lol{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]"
+                  for i in range(1, levels + 1)]
+        text = yaml.safe_dump({k: v for k, v in header.items() if k != field})
+        return "\n".join(lines) + "\n" + text + f"{field}: *l{levels}\n"
+
+    return make
+
+
+ALIAS_BOMBS = {
+    "recursive_structure": recursive_structure,
+    "recursive_mapping": recursive_mapping,
+    "laughs_in_format": laughs(7, "format"),
+    "laughs_in_structure": laughs(6, "structure"),
+    "laughs_in_shards": laughs(7, "shards"),
+    "laughs_in_compression": laughs(7, "compression"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIAS_BOMBS))
+def test_alias_bombs_are_rejected_quickly(saved, name):
+    tfrecord_path, header_path, header = saved
+    text = ALIAS_BOMBS[name](header_path, header)
+    assert len(text) < 4096
+    write(header_path, text)
+    start = time.perf_counter()
+    with pytest.raises(HeaderError, match=f"^{header_path}: "):
+        read_header(header_path)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, f"{elapsed:.1f} s to reject a {len(text)}-byte header"
+    assert_header_error(tfrecord_path, header_path, r".")
+
+
+# ---- absurd sizes never reach an allocation ----------------------------------------------------
+
+ABSURD = {
+    # Headers whose claims, if believed, would make load allocate far more than the files hold.
+    "float_shape_1gib": setter("features", "x", "shape", value=[2**28]),
+    "int_shape_2g_values": setter("features", "y", "shape", value=[2**31 - 1]),
+    "int8_as_int64_4gib": both(setter("features", "y", "shape", value=[2**29]),
+                               setter("features", "y", "dtype", value="int8"),
+                               setter("features", "y", "dtype_enum", value=6)),
+    "string_shape": setter("features", "s", "shape", value=[2**30]),
+    "many_records": both(set_counts(2**40, 2**40), setter("block_records", value=2**16)),
+    "ragged_inner": both(setter("features", "r", "shape", value=[None, None, 2**40]),
+                         setter("features", "r", "ragged_rank", value=1)),
+    "one_record_block": both(setter("features", "y", "shape", value=[2**29]),
+                             setter("features", "y", "dtype", value="int8"),
+                             setter("features", "y", "dtype_enum", value=6),
+                             setter("block_records", value=1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ABSURD))
+def test_absurd_sizes_fail_in_load(saved, name):
+    """load raises before building anything that could allocate; iteration never starts."""
+    tfrecord_path, header_path, header = saved
+    ABSURD[name](header)
+    write(header_path, header)
+    with pytest.raises((HeaderError, CorruptDataError)) as info:
+        load(tfrecord_path, header_path)
+    assert str(info.value).startswith((header_path, tfrecord_path))
+
+
+@pytest.mark.parametrize("dtype, shape", [
+    (tf.int64, [2**40]), (tf.int64, [2**31 - 1]), (tf.int64, [2**16, 2**16]),
+    (tf.int8, [2**30]),  # 1 GiB of int8, but parsed as 8 GiB of int64
+    (tf.uint8, [2**16, 2**14]),
+])
+def test_absurd_legacy_shapes_fail_in_load(saved, dtype, shape):
+    """The original module's headers have no sizes or counts, so the header check is all that
+    stands between such a header and TensorFlow's parser (which crashes on it)."""
+    tfrecord_path, header_path, _ = saved
+    write(header_path, {"y": {"shape": shape, "dtype": dtype.as_datatype_enum}})
+    with pytest.raises(SuperSerialError) as info:
+        load(tfrecord_path, header_path)
+    assert str(info.value).startswith((header_path, tfrecord_path))
