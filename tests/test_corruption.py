@@ -313,3 +313,41 @@ def test_legacy_truncated_file_names_the_file(legacy):
     assert tfrecord_path in message
     with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}"):
         verify(tfrecord_path, header_path)
+
+
+# ---- a record with a valid checksum that is not a tf.train.Example -----------------------------
+
+# Example{features: 161 bytes follow} but only 12 do: the parser rejects it, and TensorFlow's
+# message quotes these bytes, 0xa1 included, which is not UTF-8.
+MALFORMED = b"\n\xa1\x01\n\t\n\x01r\x12\x04\x1a\x02\n"
+
+
+@pytest.fixture
+def malformed(saved):
+    tfrecord_path, header_path = saved
+    data = Path(tfrecord_path).read_bytes()
+    payloads = [data[o + 12 : o + 12 + n] for o, n in record_spans(data)]
+    payloads[5] = MALFORMED
+    with tf.io.TFRecordWriter(tfrecord_path) as writer:
+        for payload in payloads:
+            writer.write(payload)
+    size = Path(tfrecord_path).stat().st_size
+    edit_header(header_path, lambda h: h["shards"][0].__setitem__("num_bytes", size))
+    return tfrecord_path, header_path
+
+
+@pytest.mark.xfail(raises=UnicodeDecodeError, strict=True,
+                   reason="TensorFlow quotes the record's raw bytes in its parse error and cannot "
+                   "decode that message (tensorflow/tensorflow#5676); README: not promised")
+def test_malformed_record_fails_iteration_with_a_tensorflow_error(malformed):
+    """Pins the known limitation: once TensorFlow raises its own error here, this XPASSes and
+    fails, and the README's "not promised" line can go."""
+    tfrecord_path, header_path = malformed
+    with pytest.raises(tf.errors.InvalidArgumentError):  # not UnicodeDecodeError
+        iterate(tfrecord_path, header_path)
+
+
+def test_malformed_record_fails_verify(malformed):
+    tfrecord_path, header_path = malformed
+    with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}"):
+        verify(tfrecord_path, header_path)

@@ -413,7 +413,7 @@ def test_mutated_payloads_with_valid_checksums(worker, pristine, tmp_path):
     payloads = frames((pristine["plain"] / "data.tfrecord").read_bytes())
     assert len(payloads) == N
 
-    @settings(FUZZ, max_examples=40)
+    @settings(FUZZ, max_examples=20)
     @given(data=st.data())
     def run(data):
         mutated = list(payloads)
