@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import math
-import posixpath
 import queue
 import re
 import sys
@@ -364,7 +363,7 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     if _shares_nodes(raw):
         raise HeaderError(f"{header_path}: not a valid header: YAML aliases (*name) are not "
                           "allowed in a header")
-    base = posixpath.basename(tfrecord_path) if tfrecord_path else None
+    base = _basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
 
 
@@ -979,6 +978,10 @@ def _dirname(path: str) -> str:
     return path.rpartition("/")[0] if "/" in path else ""
 
 
+def _basename(path: str) -> str:
+    return path.rpartition("/")[2]
+
+
 def _join(folder: str, name: str) -> str:
     return f"{folder}/{name}" if folder else name
 
@@ -1050,7 +1053,7 @@ class _RecordFiles:
     def __init__(self, tfrecord_path, num_shards, shard_size, compression, block_records):
         self.path = tfrecord_path
         self.folder = _dirname(tfrecord_path)
-        self.base = tfrecord_path.rpartition("/")[2]
+        self.base = _basename(tfrecord_path)
         self.token = uuid.uuid4().hex[:12]
         self.options = tf.io.TFRecordOptions(compression_type=compression or "")
         self.shard_size = shard_size
@@ -1211,7 +1214,7 @@ def _remove_quietly(path: str):
 
 def _temp_name(path: str, token: str, index: int | str = "") -> str:
     """A hidden temporary name beside `path`: `.<name>.<token>.tmp<index>`."""
-    return _join(_dirname(path), f".{path.rpartition('/')[2]}.{token}.tmp{index}")
+    return _join(_dirname(path), f".{_basename(path)}.{token}.tmp{index}")
 
 
 def _write_header(path: str, header: _Header):
