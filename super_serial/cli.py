@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
+        _start_tensorflow(quiet=not args.debug)
         return args.run(args) or 0
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -44,6 +45,35 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{PROG}: error: {_describe(e)}", file=sys.stderr)
         return 1
+
+
+def _start_tensorflow(quiet: bool):
+    """Imports TensorFlow and sets up its devices with the C++ start-up log lines held back.
+
+    TensorFlow 2.21 prints absl lines ("oneDNN custom operations are on", "Could not find
+    cuda drivers", "failed call to cuInit") straight to file descriptor 2 before its logging
+    is set up, ignoring TF_CPP_MIN_LOG_LEVEL; they would bury the one line this tool prints.
+    If the import fails, the held-back text is shown after all.
+    """
+    if not quiet or "tensorflow" in sys.modules:
+        import tensorflow  # noqa: F401
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_logical_devices()  # device set-up logs too
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,6 +139,12 @@ def _parser() -> argparse.ArgumentParser:
         "every record decodes as the header says. Exits 0 when all is well, else prints the "
         "first problem (naming the file, and the record and feature when known) and exits 1.")
     data_arguments(verify)
+    shown = verify.add_mutually_exclusive_group()
+    shown.add_argument("--progress", dest="progress", action="store_true", default=None,
+                       help="show a progress bar on stderr (default: when stderr is a "
+                            "terminal)")
+    shown.add_argument("--no-progress", dest="progress", action="store_false",
+                       help="never show the progress bar")
 
     head = command(
         "head", _head, "Print the first elements as NumPy values",
@@ -132,13 +168,15 @@ def _positive_int(text: str) -> int:
 
 def _describe(error: Exception) -> str:
     """One line for an error: the message alone for expected failures."""
-    from super_serial.core import SuperSerialError, _tf_message
-
-    tf = sys.modules.get("tensorflow")
-    if isinstance(error, SuperSerialError):
+    # Only modules already imported are used: describing an error must not fail itself (as
+    # importing a broken TensorFlow again would).
+    core, tf = sys.modules.get("super_serial.core"), sys.modules.get("tensorflow")
+    if core is not None and isinstance(error, core.SuperSerialError):
         text = str(error)
-    elif tf is not None and isinstance(error, tf.errors.OpError):
-        text = _tf_message(error)
+    elif core is not None and tf is not None and isinstance(error, tf.errors.OpError):
+        text = core._tf_message(error)
+    elif isinstance(error, ImportError):  # e.g. a broken TensorFlow installation
+        text = f"import failed: {error} (run with --debug for the traceback)"
     elif isinstance(error, OSError):
         text = str(error)
     else:
@@ -267,10 +305,8 @@ def _verify(args) -> int:
 
     header_path = _header_path(args)
     start = time.perf_counter()
-    # verify() has no progress hook; say what is being checked when someone is watching.
-    if sys.stderr.isatty():
-        print(f"{PROG}: reading every record of {args.path} ...", file=sys.stderr, flush=True)
-    result = super_serial.verify(args.path, header_path)
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    result = super_serial.verify(args.path, header_path, progress=progress)
     seconds = time.perf_counter() - start
     shards = result["header"]["shards"]
     rows, total_bytes = [], 0

@@ -944,7 +944,7 @@ def save(
         tf.io.gfile.makedirs(folder)
 
     files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, compression, block_records)
-    meter = _Progress(cardinality, enabled=progress)
+    meter = _Progress("save", "elements", cardinality, enabled=progress)
     try:
         written = 0
         for leaves in _batches_for_encoding(dataset, features, batch_records):
@@ -1291,25 +1291,37 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
 
 
 class _Progress:
-    """A one-line progress meter on stderr: elements, MB, MB/s (and the total when known)."""
+    """A one-line progress meter on stderr, redrawn at most five times a second:
+    `super_serial: save [#####.....]  50% 1,000/2,000 elements  49.2 MB  98.1 MB/s`.
+    The bar and percentage need a known total; the megabytes need a byte count."""
 
-    def __init__(self, total: int, enabled: bool, stream=None):
-        self.total = int(total) if total >= 0 else None
+    WIDTH = 20
+
+    def __init__(self, action: str, unit: str, total, enabled: bool, stream=None):
+        self.action, self.unit = action, unit
+        self.total = int(total) if total is not None and total >= 0 else None
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.start = self.last = time.perf_counter()
         self.shown = False
 
-    def update(self, elements: int, nbytes: int, force: bool = False):
+    def update(self, done: int, nbytes: int | None = None, force: bool = False):
         now = time.perf_counter()
         if not self.enabled or (now - self.last < 0.2 and not force):
             return
         self.last = now
-        total = f"/{self.total:,}" if self.total is not None else ""
-        mb = nbytes / 1e6
-        rate = mb / max(now - self.start, 1e-9)
-        self.stream.write(f"\rsuper_serial: {elements:,}{total} elements  {mb:,.1f} MB  "
-                          f"{rate:,.1f} MB/s")
+        parts = [f"super_serial: {self.action}"]
+        if self.total is not None:
+            fraction = min(done / self.total, 1.0) if self.total else 1.0
+            filled = int(fraction * self.WIDTH)
+            parts.append(f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {fraction:4.0%}")
+            parts.append(f"{done:,}/{self.total:,} {self.unit}")
+        else:
+            parts.append(f"{done:,} {self.unit}")
+        if nbytes is not None:
+            mb = nbytes / 1e6
+            parts.append(f" {mb:,.1f} MB  {mb / max(now - self.start, 1e-9):,.1f} MB/s")
+        self.stream.write("\r" + " ".join(parts))
         self.stream.flush()
         self.shown = True
 
@@ -1718,7 +1730,7 @@ def _bitcast(values, f: _Feature):
     return values if f.dtype.raw_as == f.dtype.tf_dtype else tf.bitcast(values, f.dtype.tf_dtype)
 
 
-def verify(tfrecord_path, header_path=None) -> dict:
+def verify(tfrecord_path, header_path=None, progress: bool = False) -> dict:
     """Reads every record and checks it against the header.
 
     Checks TFRecord checksums, file sizes and record counts, and that every feature of every
@@ -1727,6 +1739,7 @@ def verify(tfrecord_path, header_path=None) -> dict:
     Args:
       tfrecord_path: As for `load`.
       header_path: As for `load`.
+      progress: Show a progress bar on stderr (records checked, MB, MB/s).
 
     Returns:
       A summary: `{"num_records": ..., "files": [...], "header": header dict}`.
@@ -1744,17 +1757,32 @@ def verify(tfrecord_path, header_path=None) -> dict:
         tfrecord_path)
     header = _read_header(header_path, tfrecord_path)
     dataset = load(tfrecord_path, header_path, batch_size=max(header.block_records, 256))
+    # Bytes checked are estimated from records checked: records of a file are read in order.
+    total_bytes = sum(s.num_bytes for s in header.shards) if all(
+        s.num_bytes is not None for s in header.shards) else None
+    meter = _Progress("verify", "records", header.num_records, enabled=progress)
     count = 0
     try:
         for batch in dataset:
             count += _rows(tf.nest.flatten(batch)[0])
+            meter.update(count, _share(total_bytes, count, header.num_records))
+        meter.update(count, total_bytes, force=True)
     except tf.errors.OpError as e:
         raise CorruptDataError(_tf_message(e)) from None
     except UnicodeDecodeError:  # TensorFlow quoting undecodable record bytes in its message
         raise CorruptDataError(f"{tfrecord_path}: a record is not a valid tf.train.Example"
                                ) from None
+    finally:
+        meter.close()
     return {"num_records": count, "files": _shard_paths(header, tfrecord_path),
             "header": header.to_yaml()}
+
+
+def _share(total: int | None, done: int, of: int | None) -> int | None:
+    """`total` scaled by done/of, or None when either total is unknown."""
+    if total is None or of is None:
+        return None
+    return total * min(done, of) // of if of else total
 
 
 def _tf_message(error: tf.errors.OpError) -> str:

@@ -22,11 +22,16 @@ ELEMENTS = 200
 
 
 def run(*args: str, script: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Runs the command line in a fresh process and returns its exit code and output."""
+    """Runs the command line in a fresh process and returns its exit code and output.
+
+    The environment is the user's, without TF_CPP_MIN_LOG_LEVEL: the tool itself must keep
+    TensorFlow's start-up lines off stderr."""
     command = [str(CONSOLE_SCRIPT)] if script else [sys.executable, "-m", "super_serial"]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([*command, *args], capture_output=True, timeout=timeout, env=env)
+    # Decoded here rather than with text=True, which would turn a progress bar's "\r" into "\n".
+    result.stdout, result.stderr = result.stdout.decode(), result.stderr.decode()
+    return result
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
@@ -158,6 +163,31 @@ def test_verify_ok(saved):
     assert str(shard(saved, 1)) in result.stdout
 
 
+def test_verify_prints_nothing_on_stderr_when_all_is_well(saved):
+    # No progress bar when stderr is not a terminal, and no TensorFlow start-up lines.
+    result = run("verify", str(saved))
+
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_verify_progress_bar(saved):
+    result = run("verify", str(saved), "--progress")
+
+    assert result.returncode == 0, result.stderr
+    updates = result.stderr.rstrip("\n").split("\r")
+    assert updates[0] == "" and result.stderr.endswith("\n"), result.stderr
+    total = sum(shard(saved, i).stat().st_size for i in range(2))
+    assert re.fullmatch(rf"super_serial: verify \[#{{20}}\] 100% {ELEMENTS}/{ELEMENTS} records  "
+                        rf"{total / 1e6:.1f} MB  [0-9.,]+ MB/s", updates[-1]), updates[-1]
+    assert "OK: 2 files" in result.stdout and "super_serial: verify" not in result.stdout
+
+
+def test_verify_no_progress_wins_over_progress(saved):
+    result = run("verify", str(saved), "--progress", "--no-progress")
+
+    assert result.returncode == 2 and "not allowed with argument" in result.stderr
+
+
 def test_verify_names_a_file_with_a_flipped_byte(scratch):
     target = shard(scratch, 0)
     data = bytearray(target.read_bytes())
@@ -225,6 +255,22 @@ def test_bad_usage_in_process(argv, capsys):
 
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.startswith("usage: super-serial")
+
+
+def test_held_back_start_up_lines_are_shown_when_tensorflow_fails_to_import(tmp_path):
+    fake = tmp_path / "tensorflow"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        "import os\nos.write(2, b'fake start-up line\\n')\nraise ImportError('broken install')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+
+    result = subprocess.run([sys.executable, "-m", "super_serial", "inspect", "x"],
+                            capture_output=True, text=True, timeout=60, env=env)
+
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == ["fake start-up line",
+                                          "super-serial: error: import failed: broken install (run with "
+                                          "--debug for the traceback)"], result.stderr
 
 
 def test_debug_shows_the_traceback(tmp_path):

@@ -1,4 +1,5 @@
-"""save(..., progress=True) shows one progress line on stderr; progress=False shows nothing."""
+"""save(..., progress=True) and verify(..., progress=True) show one progress line on stderr;
+progress=False shows nothing."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import re
 import pytest
 import tensorflow as tf
 
-from super_serial import save
+from super_serial import save, verify
 
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+FULL_BAR = r"\[#{20}\] 100%"
 
 
 def dataset(n: int) -> tf.data.Dataset:
@@ -37,7 +39,7 @@ def test_progress_line_with_known_total(paths, quiet_capfd):
     assert err.count("\n") == 1, f"one progress line expected, got {err!r}"
     line = last_update(err)
     assert re.fullmatch(
-        rf"super_serial: 100/100 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line), line
+        rf"super_serial: save {FULL_BAR} 100/100 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line), line
 
 
 def test_progress_line_with_unknown_total(paths, quiet_capfd):
@@ -45,14 +47,14 @@ def test_progress_line_with_unknown_total(paths, quiet_capfd):
     assert data.cardinality() == tf.data.UNKNOWN_CARDINALITY
     save(data, paths[0], progress=True, num_shards=2, compression="GZIP")
     line = last_update(quiet_capfd.readouterr().err)
-    assert re.fullmatch(rf"super_serial: 50 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line), line
+    assert re.fullmatch(rf"super_serial: save 50 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line), line
 
 
 def test_progress_reports_megabytes(paths, quiet_capfd):
     n = 20_000  # about 0.7 MB of records
     save(dataset(n), paths[0], progress=True)
     line = last_update(quiet_capfd.readouterr().err)
-    match = re.fullmatch(rf"super_serial: 20,000/20,000 elements\s+({NUMBER}) MB\s+"
+    match = re.fullmatch(rf"super_serial: save {FULL_BAR} 20,000/20,000 elements\s+({NUMBER}) MB\s+"
                          rf"({NUMBER}) MB/s\s*", line)
     assert match, line
     megabytes, rate = (float(g.replace(",", "")) for g in match.groups())
@@ -63,4 +65,45 @@ def test_progress_reports_megabytes(paths, quiet_capfd):
 @pytest.mark.parametrize("options", [{}, {"progress": False}, {"num_shards": 3, "progress": False}])
 def test_no_progress_output_by_default(paths, quiet_capfd, options):
     save(dataset(100), paths[0], **options)
+    assert quiet_capfd.readouterr() == ("", "")
+
+
+def test_verify_progress_bar_counts_records_and_bytes(paths, quiet_capfd):
+    save(dataset(20_000), paths[0])
+    size = tf.io.gfile.stat(paths[0]).length
+    quiet_capfd.readouterr()
+
+    assert verify(paths[0], progress=True)["num_records"] == 20_000
+    out, err = quiet_capfd.readouterr()
+    assert out == "" and err.endswith("\n") and err.count("\n") == 1, err
+    updates = err.rstrip("\n").split("\r")[1:]
+    line = updates[-1]
+    match = re.fullmatch(rf"super_serial: verify {FULL_BAR} 20,000/20,000 records\s+({NUMBER}) MB"
+                         rf"\s+{NUMBER} MB/s\s*", line)
+    assert match, line
+    assert match.group(1) == f"{size / 1e6:,.1f}", (line, size)
+    for update in updates:  # every redraw has the same layout, counting up to the total
+        assert re.fullmatch(rf"super_serial: verify \[[#.]{{20}}\] +\d+% [0-9,]+/20,000 records"
+                            rf"\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", update), update
+
+
+def test_progress_bar_fills_in_proportion():
+    import io
+
+    from super_serial import core
+
+    stream = io.StringIO()
+    meter = core._Progress("verify", "records", 200, enabled=True, stream=stream)
+    meter.update(50, 1_000_000, force=True)
+    meter.update(200, None, force=True)
+    meter.close()
+    first, second = stream.getvalue().rstrip("\n").split("\r")[1:]
+    assert first.startswith("super_serial: verify [#####...............]  25% 50/200 records  1.0 MB")
+    assert second == "super_serial: verify [####################] 100% 200/200 records"
+
+
+def test_verify_shows_nothing_by_default(paths, quiet_capfd):
+    save(dataset(100), paths[0])
+    quiet_capfd.readouterr()
+    verify(paths[0])
     assert quiet_capfd.readouterr() == ("", "")
