@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import functools
 import math
 import queue
 import re
@@ -343,6 +344,10 @@ def read_header(header_path) -> dict:
     return _read_header(_fspath(header_path)).to_yaml()
 
 
+# libyaml's safe loader when PyYAML has it: the same documents, several times faster.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     if not tf.io.gfile.exists(header_path):
         raise HeaderError(f"{header_path}: header file not found")
@@ -352,7 +357,7 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     except tf.errors.OpError as e:
         raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, yaml.constructor.ConstructorError):
@@ -1395,13 +1400,16 @@ def load(
         header = _count_records(header, paths[0])
     _check_files(header, paths, header_path)
     decoder = _Decoder(header, original_dtypes, batched=batch_size is not None)
-    blocks = _record_blocks(header, paths, shuffle_files, seed, deterministic)
-    dataset = blocks.map(decoder.decode_block, num_parallel_calls=tf.data.AUTOTUNE,
+    blocks, one_file = _record_blocks(header, paths, shuffle_files, seed, deterministic)
+    decode = decoder.decode_block
+    if one_file:  # its path and count become constants of the decoding function
+        decode = functools.partial(decode, path=paths[0], expected=header.num_records)
+    dataset = blocks.map(decode, num_parallel_calls=tf.data.AUTOTUNE,
                          deterministic=deterministic)
     if decoder.whole_blocks:
         dataset = dataset.rebatch(batch_size, drop_remainder=drop_remainder)
     else:
-        dataset = dataset.unbatch()
+        dataset = _unbatch(dataset)
         if decoder.element_map:
             dataset = dataset.map(decoder.finish_element, num_parallel_calls=tf.data.AUTOTUNE,
                                   deterministic=deterministic)
@@ -1457,68 +1465,105 @@ def _check_files(header: _Header, paths: list, header_path: str):
 
 
 def _record_blocks(header: _Header, paths, shuffle_files, seed, deterministic):
-    """A dataset of (block index, serialized records, file path, records the header expects in
-    that file), a block of `block_records` records at a time.
+    """Blocks of `block_records` serialized records, each with its index in its file.
+
+    Returns the dataset and whether it reads one file. One file gives (index, records); several
+    give (index, records, file path, records the header gives that file).
 
     Each file's blocks end with an empty block, the end marker that lets `_check_count` notice
     a file that ends early (a corrupt or truncated record ends the file's stream).
     """
-    counts = {p: -1 if s.num_records is None else s.num_records
-              for p, s in zip(paths, header.shards)}
     compression = header.compression or ""
     # Many shards are read at once: keep their read buffers small.
     buffer_size = max(64 << 10, min(1 << 20, (64 << 20) // len(paths)))
     end_marker = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
 
+    # Path and count are zipped beside the blocks (as `extras`), not mapped in: each traced
+    # function costs milliseconds on every load.
     @tf.autograph.experimental.do_not_convert
-    def file_blocks(path, expected):
-        records = tf.data.TFRecordDataset(path, compression_type=compression,
-                                          buffer_size=buffer_size)
-        if header.num_records is not None:
-            records = records.ignore_errors()  # the count check reports where the file ended
-        blocks = records.batch(header.block_records).concatenate(end_marker).enumerate()
-        return blocks.map(lambda index, serialized: (index, serialized, path, expected))
+    def file_blocks(path, *extras):
+        records = _tfrecords(path, compression, buffer_size)
+        records = records.ignore_errors()  # the count check reports where the file ended
+        blocks = records.batch(header.block_records).concatenate(end_marker)
+        return tf.data.Dataset.zip((tf.data.Dataset.range(np.iinfo(np.int64).max), blocks,
+                                    *(tf.data.Dataset.from_tensors(x).repeat() for x in extras)))
 
     if len(paths) == 1 and not shuffle_files:
-        return file_blocks(tf.constant(paths[0]), tf.constant(counts[paths[0]], tf.int64))
-    files = tf.constant(paths)
-    expected = tf.constant([counts[p] for p in paths], tf.int64)
-    file_names = tf.data.Dataset.from_tensor_slices(files)
+        return file_blocks(tf.constant(paths[0])), True
+
+    def with_file(path, expected):
+        return file_blocks(path, path, expected)
+
+    files = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(paths), tf.constant([s.num_records for s in header.shards], tf.int64)))
     if shuffle_files:
-        file_names = file_names.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
-
-    @tf.autograph.experimental.do_not_convert
-    def lookup(path):
-        return file_blocks(path, tf.gather(expected, tf.argmax(tf.cast(tf.equal(files, path),
-                                                                       tf.int32))))
-
+        files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
     parallel = header.layout == "round_robin" or not deterministic
-    return file_names.interleave(
-        lookup,
+    return files.interleave(
+        with_file,
         cycle_length=len(paths) if parallel else 1,
         block_length=1,
         num_parallel_calls=tf.data.AUTOTUNE if parallel else None,
         deterministic=deterministic if parallel else None,
-    )
+    ), False
+
+
+# Two datasets built from their raw ops: the Python classes wrap them in a traced function
+# (a flat_map over file names, a map that re-encodes components) that costs milliseconds on
+# every load and does nothing for one file of dense components.
+
+
+def _tfrecords(path, compression: str, buffer_size: int) -> tf.data.Dataset:
+    """`tf.data.TFRecordDataset(path, compression, buffer_size)` for one file."""
+    variant = tf.raw_ops.TFRecordDataset(filenames=tf.reshape(path, [1]),
+                                         compression_type=compression,
+                                         buffer_size=tf.constant(buffer_size, tf.int64))
+    return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
+
+
+def _unbatch(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset.unbatch()`."""
+    specs = tf.nest.flatten(dataset.element_spec)
+    if not all(type(s) is tf.TensorSpec for s in specs):  # ragged parts need re-encoding
+        return dataset.unbatch()
+    variant = tf.raw_ops.UnbatchDataset(
+        input_dataset=tf.data.experimental.to_variant(dataset),
+        output_types=[s.dtype for s in specs], output_shapes=[s.shape for s in specs])
+    return tf.data.experimental.from_variant(variant, tf.nest.map_structure(
+        lambda s: tf.TensorSpec(s.shape[1:], s.dtype), dataset.element_spec))
 
 
 def _check_count(index, rows, path, expected, block: int):
-    """An assertion that block `index` of a file holds as many records as its header says."""
-    blocks = (expected + block - 1) // block
-    last = expected - (blocks - 1) * block
-    ok = tf.where(tf.equal(rows, 0), tf.equal(index, blocks),  # the end marker
-                  tf.logical_or(tf.logical_and(index < blocks - 1, tf.equal(rows, block)),
-                                tf.logical_and(tf.equal(index, blocks - 1),
-                                               tf.equal(rows, last))))
-    ok = tf.logical_or(ok, expected < 0)  # the original module's files: no count
-    read = index * block + rows  # earlier blocks were checked to be full
-    found = tf.where(read > expected, "more than " + tf.strings.as_string(expected),
+    """An assertion that block `index` of a file holds as many records as its header says.
+
+    `path` and `expected` are Python values for one file (the message is then mostly a
+    constant) or tensors."""
+    # Blocks arrive in order, each checked: block i must hold what is left after i full blocks,
+    # at most `block` (the end marker, empty, comes right after the last block).
+    start = index * block
+    ok = tf.equal(rows, tf.clip_by_value(expected - start, 0, block))
+    read = start + rows  # earlier blocks were checked to be full
+    found = tf.where(read > expected, _text("more than ", _as_text(expected)),
                      tf.strings.as_string(read))
-    message = tf.strings.join([
-        "super_serial: ", path, ": the header says ", tf.strings.as_string(expected),
-        " records, but the file holds ", found,
-        "; it is corrupt, truncated, or belongs to another header"])
+    message = _text("super_serial: ", path, ": the header says ", _as_text(expected),
+                    " records, but the file holds ", found,
+                    "; it is corrupt, truncated, or belongs to another header")
     return tf.debugging.Assert(ok, [message], summarize=1)
+
+
+def _as_text(value):
+    return str(value) if isinstance(value, int) else tf.strings.as_string(value)
+
+
+def _text(*parts):
+    """Joins strings and string tensors, joining neighbouring Python strings in Python."""
+    merged = []
+    for part in parts:
+        if isinstance(part, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged[0] if len(merged) == 1 else tf.strings.join(merged)
 
 
 class _Decoder:
@@ -1575,7 +1620,7 @@ class _Decoder:
         block = self.header.block_records
         with tf.control_dependencies([_check_count(index, rows, path, expected, block)]):
             serialized = tf.identity(serialized)
-        names = tf.strings.join([path, ":", tf.strings.as_string(index * block + tf.range(rows))])
+        names = _text(path, ":", tf.strings.as_string(index * block + tf.range(rows)))
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
         leaves = [tf.zeros([rows], tf.bool) if empty else self._decode_feature(f, parsed, path)
                   for f, empty in zip(self.features, self.empty)]
@@ -1694,7 +1739,7 @@ def _checked(value, condition, path, feature: _Feature, problem: str, found=None
         flags = tf.concat([tf.reshape(condition, [-1]), [False]], 0)
         found = tf.concat([tf.cast(tf.reshape(found, [-1]), tf.int64), [0]], 0)
         parts += [", found ", tf.strings.as_string(found[tf.argmin(tf.cast(flags, tf.int32))])]
-    check = tf.debugging.Assert(tf.reduce_all(condition), [tf.strings.join(parts)], summarize=1)
+    check = tf.debugging.Assert(tf.reduce_all(condition), [_text(*parts)], summarize=1)
     with tf.control_dependencies([check]):
         return tf.identity(value)
 
