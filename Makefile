@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/super-serial demo
 
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -17,7 +17,8 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -245,7 +246,7 @@ def _feature_name(path: tuple) -> str:
 
 
 def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
-    """The features and structure skeleton of a dataset's element_spec; SchemaError if unsupported."""
+    """The features and structure skeleton of an element_spec; SchemaError if unsupported."""
     features: list[_Feature] = []
 
     def visit(spec, path):
@@ -503,8 +504,9 @@ class _HeaderParser:
         shape = self.parse_shape(raw.get("shape"), f"{field}.shape")
         encoding = self.get(raw, "encoding", f"{field}.encoding", str)
         if encoding not in _LEGAL_ENCODINGS[dtype_name]:
+            legal = sorted(_LEGAL_ENCODINGS[dtype_name])
             self.fail(f"{field}.encoding", f"{_short(encoding)} cannot hold {dtype_name}; "
-                                           f"expected one of {sorted(_LEGAL_ENCODINGS[dtype_name])}")
+                                           f"expected one of {legal}")
         ragged_rank = self.get(raw, "ragged_rank", f"{field}.ragged_rank", int, optional=True,
                                default=0)
         if not 0 <= ragged_rank < max(len(shape), 1):
@@ -1253,7 +1255,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
 
     Example:
       >>> # machine i of n: save(ds.shard(n, i), f"gs://bucket/data-part{i}")
-      >>> merge([f"gs://bucket/data-part{i}" for i in range(n)], "gs://bucket/data")  # doctest: +SKIP
+      >>> parts = [f"gs://bucket/data-part{i}" for i in range(n)]
+      >>> merge(parts, "gs://bucket/data")  # doctest: +SKIP
     """
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
@@ -1399,11 +1402,12 @@ def load(
     if not header.version:
         header = _count_records(header, paths[0])
     _check_files(header, paths, header_path)
-    decoder = _Decoder(header, original_dtypes, batched=batch_size is not None)
+    decoder = _decoder(header, original_dtypes, batched=batch_size is not None)
     blocks, one_file = _record_blocks(header, paths, shuffle_files, seed, deterministic)
-    decode = decoder.decode_block
-    if one_file:  # its path and count become constants of the decoding function
-        decode = functools.partial(decode, path=paths[0], expected=header.num_records)
+    decode = decoder.decode
+    if one_file:
+        path, expected = tf.constant(paths[0]), tf.constant(header.num_records, tf.int64)
+        decode = functools.partial(decoder.decode, path=path, expected=expected)
     dataset = blocks.map(decode, num_parallel_calls=tf.data.AUTOTUNE,
                          deterministic=deterministic)
     if decoder.whole_blocks:
@@ -1411,7 +1415,7 @@ def load(
     else:
         dataset = _unbatch(dataset)
         if decoder.element_map:
-            dataset = dataset.map(decoder.finish_element, num_parallel_calls=tf.data.AUTOTUNE,
+            dataset = dataset.map(decoder.finish, num_parallel_calls=tf.data.AUTOTUNE,
                                   deterministic=deterministic)
         if any(decoder.variant):  # the same tensors, seen with their RaggedTensorSpec again
             dataset = tf.data.experimental.from_variant(
@@ -1566,11 +1570,34 @@ def _text(*parts):
     return merged[0] if len(merged) == 1 else tf.strings.join(merged)
 
 
+_DECODERS: collections.OrderedDict = collections.OrderedDict()  # most recently used last
+_DECODERS_KEPT = 16
+_DECODERS_LOCK = threading.Lock()
+
+
+def _decoder(header: _Header, original_dtypes: bool, batched: bool) -> _Decoder:
+    """The decoder of a schema, shared by every load of that schema in this process: it traces
+    its functions once, where tracing them again would cost tens of milliseconds a load."""
+    key = (header.features, repr(header.structure), header.block_records, original_dtypes,
+           batched)
+    with _DECODERS_LOCK:
+        decoder = _DECODERS.pop(key, None) or _Decoder(header, original_dtypes, batched)
+        _DECODERS[key] = decoder
+        while len(_DECODERS) > _DECODERS_KEPT:
+            _DECODERS.popitem(last=False)
+    return decoder
+
+
 class _Decoder:
-    """Parses blocks of records with the header's specs and rebuilds the element structure."""
+    """Parses blocks of records with the header's specs and rebuilds the element structure.
+
+    Depends only on the schema (features, structure, block size) and the options, never on
+    files or counts: `decode` and `finish` are traced once and called by every load.
+    """
 
     def __init__(self, header: _Header, original_dtypes: bool, batched: bool):
-        self.header = header
+        self.structure = header.structure
+        self.block_records = header.block_records
         self.features = header.features
         self.original = original_dtypes
         self.reshaped = [f.kind == "varshape" and not f.ragged and not self._as_bytes(f)
@@ -1592,6 +1619,8 @@ class _Decoder:
         self.specs = {}
         for f in self.features:
             self.specs.update(self._parse_specs(f))
+        self.decode = tf.function(self.decode_block, autograph=False)
+        self.finish = tf.function(self.finish_element, autograph=False)
 
     def _as_bytes(self, feature: _Feature) -> bool:
         """Raw features with original_dtypes=False: their bytes, as the BytesList holds them."""
@@ -1617,7 +1646,7 @@ class _Decoder:
     @tf.autograph.experimental.do_not_convert
     def decode_block(self, index, serialized, path, expected):
         rows = tf.size(serialized, out_type=tf.int64)
-        block = self.header.block_records
+        block = self.block_records
         with tf.control_dependencies([_check_count(index, rows, path, expected, block)]):
             serialized = tf.identity(serialized)
         names = _text(path, ":", tf.strings.as_string(index * block + tf.range(rows)))
@@ -1655,7 +1684,7 @@ class _Decoder:
                 return tuple(build(item) for item in node)
             return by_name[node]
 
-        return build(self.header.structure)
+        return build(self.structure)
 
     def _decode_feature(self, f: _Feature, parsed: dict, path):
         """Mirror of `_encode_streams`: one batched component from its parsed keys."""

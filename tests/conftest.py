@@ -14,7 +14,8 @@ import tensorflow as tf
 def assert_same_elements(expected: tf.data.Dataset, actual: tf.data.Dataset):
     """Same element_spec, same number of elements, bit-identical values in the same order."""
     assert actual.element_spec == expected.element_spec, (
-        f"element_spec differs:\n  expected {expected.element_spec}\n  actual   {actual.element_spec}"
+        f"element_spec differs:\n  expected {expected.element_spec}\n"
+        f"  actual   {actual.element_spec}"
     )
     want, got = list(expected), list(actual)
     assert len(got) == len(want), f"{len(got)} elements, expected {len(want)}"

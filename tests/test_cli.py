@@ -268,9 +268,10 @@ def test_held_back_start_up_lines_are_shown_when_tensorflow_fails_to_import(tmp_
                             capture_output=True, text=True, timeout=60, env=env)
 
     assert result.returncode == 1
-    assert result.stderr.splitlines() == ["fake start-up line",
-                                          "super-serial: error: import failed: broken install (run with "
-                                          "--debug for the traceback)"], result.stderr
+    assert result.stderr.splitlines() == [
+        "fake start-up line",
+        "super-serial: error: import failed: broken install (run with --debug for the traceback)",
+    ], result.stderr
 
 
 def test_debug_shows_the_traceback(tmp_path):

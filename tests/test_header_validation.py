@@ -12,7 +12,15 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from super_serial import CorruptDataError, HeaderError, SuperSerialError, load, read_header, save
+from super_serial import (
+    CorruptDataError,
+    HeaderError,
+    SuperSerialError,
+    core,
+    load,
+    read_header,
+    save,
+)
 
 N = 4
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -76,7 +84,7 @@ def assert_header_error(tfrecord_path, header_path, match: str):
         assert info.match(match)
 
 
-def test_the_saved_header_is_valid(saved):
+def test_the_saved_header_is_valid(saved, yaml_loader):
     tfrecord_path, header_path, header = saved
     assert read_header(header_path) == header
     assert len(list(load(tfrecord_path, header_path))) == N
@@ -94,9 +102,18 @@ UNSAFE = [
 ]
 
 
+@pytest.fixture(params=["CSafeLoader", "SafeLoader"])
+def yaml_loader(request, monkeypatch):
+    """Headers are read with libyaml's loader when PyYAML has it, else PyYAML's own: both must
+    refuse the same documents."""
+    loader = getattr(yaml, request.param)
+    monkeypatch.setattr(core, "_YAML_LOADER", loader)
+    return loader
+
+
 @pytest.mark.parametrize("tag", UNSAFE)
 @pytest.mark.parametrize("where", ["document", "format", "shape", "legacy"])
-def test_yaml_tags_never_run(saved, tmp_path_factory, tag, where):
+def test_yaml_tags_never_run(saved, tmp_path_factory, tag, where, yaml_loader):
     tfrecord_path, header_path, header = saved
     pwned = tmp_path_factory.mktemp("pwned") / "pwned"
     value = tag.format(pwned=pwned)
@@ -393,7 +410,7 @@ ALIAS_BOMBS = {
 
 
 @pytest.mark.parametrize("name", sorted(ALIAS_BOMBS))
-def test_alias_bombs_are_rejected_quickly(saved, name):
+def test_alias_bombs_are_rejected_quickly(saved, name, yaml_loader):
     tfrecord_path, header_path, header = saved
     text = ALIAS_BOMBS[name](header_path, header)
     assert len(text) < 4096

@@ -39,7 +39,8 @@ def test_progress_line_with_known_total(paths, quiet_capfd):
     assert err.count("\n") == 1, f"one progress line expected, got {err!r}"
     line = last_update(err)
     assert re.fullmatch(
-        rf"super_serial: save {FULL_BAR} 100/100 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line), line
+        rf"super_serial: save {FULL_BAR} 100/100 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line
+    ), line
 
 
 def test_progress_line_with_unknown_total(paths, quiet_capfd):
@@ -47,7 +48,8 @@ def test_progress_line_with_unknown_total(paths, quiet_capfd):
     assert data.cardinality() == tf.data.UNKNOWN_CARDINALITY
     save(data, paths[0], progress=True, num_shards=2, compression="GZIP")
     line = last_update(quiet_capfd.readouterr().err)
-    assert re.fullmatch(rf"super_serial: save 50 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*", line), line
+    assert re.fullmatch(rf"super_serial: save 50 elements\s+{NUMBER} MB\s+{NUMBER} MB/s\s*",
+                        line), line
 
 
 def test_progress_reports_megabytes(paths, quiet_capfd):
@@ -98,7 +100,8 @@ def test_progress_bar_fills_in_proportion():
     meter.update(200, None, force=True)
     meter.close()
     first, second = stream.getvalue().rstrip("\n").split("\r")[1:]
-    assert first.startswith("super_serial: verify [#####...............]  25% 50/200 records  1.0 MB")
+    assert first.startswith(
+        "super_serial: verify [#####...............]  25% 50/200 records  1.0 MB")
     assert second == "super_serial: verify [####################] 100% 200/200 records"
 
 

@@ -1,0 +1,108 @@
+"""Loads of the same schema share one decoder (its functions are traced once per process).
+
+Sharing must never mix up what belongs to one load: file paths, record counts, options.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+from conftest import assert_same_elements
+
+import super_serial
+from super_serial import core
+
+
+def dataset(n: int, key: str = "x") -> tf.data.Dataset:
+    values = np.arange(n * 3, dtype=np.float64).reshape(n, 3)
+    return tf.data.Dataset.from_tensor_slices({key: values, "id": np.arange(n)})
+
+
+def decoders_for(tfrecord_path) -> list:
+    header = core._read_header(super_serial.default_header_path(str(tfrecord_path)))
+    return [d for d in core._DECODERS.values()
+            if d.features == header.features and d.block_records == header.block_records]
+
+
+def test_files_of_one_schema_share_a_decoder_and_keep_their_own_paths_and_counts(tmp_path):
+    small, large = tmp_path / "small.tfrecord", tmp_path / "large.tfrecord"
+    super_serial.save(dataset(5), small)
+    super_serial.save(dataset(40), large)
+    header = yaml.safe_load(Path(str(large) + ".header.yaml").read_text())
+    assert header["block_records"] == yaml.safe_load(
+        Path(str(small) + ".header.yaml").read_text())["block_records"]
+
+    assert_same_elements(dataset(5), super_serial.load(small))
+    assert_same_elements(dataset(40), super_serial.load(large))
+
+    assert len(decoders_for(small)) == 1, "one decoder for both loads"
+    assert decoders_for(small) == decoders_for(large)
+    decoder = decoders_for(small)[0]
+    traced = decoder.decode.experimental_get_tracing_count()
+    assert_same_elements(dataset(40), super_serial.load(large))
+    assert decoders_for(large) == [decoder], "a new decoder"
+    assert decoder.decode.experimental_get_tracing_count() == traced, "traced again"
+
+
+def test_a_shared_decoder_names_the_file_being_read(tmp_path):
+    good, bad, other = (tmp_path / n for n in ("good.tfrecord", "bad.tfrecord", "o.tfrecord"))
+    super_serial.save(dataset(30), good)
+    super_serial.save(dataset(30), bad)
+    super_serial.save(dataset(20), other)
+    assert_same_elements(dataset(30), super_serial.load(good))  # the decoder exists now
+    # bad's header keeps saying 30 records; its file now holds 20 (same schema, size patched).
+    bad.write_bytes(other.read_bytes())
+    header_path = Path(str(bad) + ".header.yaml")
+    header = yaml.safe_load(header_path.read_text())
+    header["shards"][0]["num_bytes"] = bad.stat().st_size
+    header_path.write_text(yaml.safe_dump(header, sort_keys=False))
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        list(super_serial.load(bad))
+    assert f"{bad}: the header says 30 records, but the file holds 20" in info.value.message
+    assert str(good) not in info.value.message
+    assert_same_elements(dataset(30), super_serial.load(good))  # still fine
+
+
+def test_options_get_their_own_decoders(paths):
+    super_serial.save(dataset(6), paths[0], paths[1])
+    original = super_serial.load(paths[0], paths[1])
+    stored = super_serial.load(paths[0], paths[1], original_dtypes=False)
+    batched = super_serial.load(paths[0], paths[1], batch_size=4)
+
+    assert original.element_spec["x"].dtype == tf.float64
+    assert stored.element_spec["x"].dtype == tf.string  # raw float64 bytes
+    assert batched.element_spec["x"].shape.as_list() == [None, 3]
+    assert_same_elements(dataset(6), original)
+    assert_same_elements(dataset(6).batch(4), batched)
+    assert [e["x"].numpy() for e in stored.take(1)] == [np.arange(3.0).tobytes()]
+
+
+def test_decoders_kept_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(core, "_DECODERS", core._DECODERS.__class__())
+    monkeypatch.setattr(core, "_DECODERS_KEPT", 2)
+    files = []
+    for key in ("a", "b", "c"):  # three schemas
+        files.append(tmp_path / f"{key}.tfrecord")
+        super_serial.save(dataset(3, key), files[-1])
+        assert_same_elements(dataset(3, key), super_serial.load(files[-1]))
+
+    assert len(core._DECODERS) == 2
+    assert decoders_for(files[0]) == [], "the least recently used is dropped"
+    assert len(decoders_for(files[1])) == len(decoders_for(files[2])) == 1
+
+
+def test_a_decoder_made_eagerly_serves_a_load_inside_tf_function(paths):
+    super_serial.save(dataset(8), paths[0], paths[1])
+    assert_same_elements(dataset(8), super_serial.load(paths[0], paths[1]))
+
+    @tf.function
+    def total():
+        return super_serial.load(paths[0], paths[1]).reduce(
+            tf.constant(0, tf.int64), lambda acc, e: acc + e["id"])
+
+    assert int(total()) == sum(range(8))
