@@ -11,6 +11,7 @@ import collections.abc
 import dataclasses
 import functools
 import math
+import os
 import queue
 import re
 import sys
@@ -854,28 +855,37 @@ def _encode_records(features: list, leaves: list, rows: int) -> list:
 
 
 def _records(pieces: list, rows: int) -> list:
-    """Each row's pieces joined into one bytes object: the serialized records.
+    """Each row's serialized record: bytes, or a tuple of the pieces it is made of when a wide
+    fixed piece (an image, say) is part of it.
 
-    Runs of narrow pieces are concatenated for all rows at once; wide fixed pieces (an image,
-    say) are joined straight from the batch's buffer, so their bytes are copied only once.
+    Runs of narrow pieces are concatenated for all rows at once. Wide pieces stay read-only
+    views into the batch's buffer, so that their bytes are copied only when they are written.
+    `_joined` makes bytes of either kind.
     """
-    segments, run = [], []
+    segments, run, wide = [], [], False
     for piece in pieces + [None]:
         if piece is None or (piece.fixed and piece.data.shape[1] >= _WIDE):
             if run:
                 data, offsets = _concat(run, rows)
                 view, offsets = memoryview(data), offsets.tolist()
-                segments.append([view[a:b] for a, b in zip(offsets, offsets[1:])])
+                segments.append([bytes(view[a:b]) for a, b in zip(offsets, offsets[1:])])
                 run = []
             if piece is not None:
-                width = piece.data.shape[1]
-                view = memoryview(np.ascontiguousarray(piece.data).reshape(-1))
-                segments.append([view[i * width:(i + 1) * width] for i in range(rows)])
+                width, wide = piece.data.shape[1], True
+                flat = np.ascontiguousarray(piece.data).reshape(-1).view()
+                flat.flags.writeable = False  # CRC32C wants read-only buffers
+                segments.append([flat[i * width:(i + 1) * width] for i in range(rows)])
         else:
             run.append(piece)
-    if len(segments) == 1:
-        return [bytes(row) for row in segments[0]]
-    return [b"".join([segment[i] for segment in segments]) for i in range(rows)]
+    return list(zip(*segments)) if wide else segments[0]
+
+
+def _joined(record) -> bytes:
+    return record if type(record) is bytes else b"".join(record)
+
+
+def _record_size(record) -> int:
+    return len(record) if type(record) is bytes else sum(map(len, record))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1051,6 +1061,124 @@ def _rows(leaf) -> int:
     return int(leaf.shape[0])
 
 
+try:  # optional (super_serial[fast]): CRC32C in C, so that save can frame records itself
+    import google_crc32c
+except ImportError:  # pragma: no cover - depends on what is installed
+    google_crc32c = None
+
+
+def _record_writer(path: str, compression: str | None):
+    """A TFRecord file writer with `write(records)` and `close()`.
+
+    Uncompressed files are framed here when a C implementation of CRC32C is installed (one
+    write per batch); otherwise, and for compressed files, tf.io.TFRecordWriter writes them.
+    Both write the same bytes.
+    """
+    if compression is None and getattr(google_crc32c, "implementation", None) == "c":
+        return _FramedFile(path)
+    return _TFRecordFile(path, compression)
+
+
+class _TFRecordFile:
+    def __init__(self, path: str, compression: str | None):
+        options = tf.io.TFRecordOptions(compression_type=compression or "")
+        self.writer = tf.io.TFRecordWriter(path, options)
+
+    def write(self, records: list):
+        write = self.writer.write
+        for record in records:
+            write(_joined(record))
+
+    def close(self):
+        self.writer.close()
+
+
+class _FramedFile:
+    def __init__(self, path: str):
+        # Local files get os.writev, straight from the records without a joined copy; other
+        # filesystems (and systems without writev) GFile.
+        local = "://" not in path or path.startswith("file://")
+        self.fd = os.open(path.removeprefix("file://"), _NEW_FILE_FLAGS, 0o666) if (
+            local and hasattr(os, "writev")) else None
+        self.file = tf.io.gfile.GFile(path, "wb") if self.fd is None else None
+        if self.file is not None:
+            self.file.write(b"")  # creates the file now, as TFRecordWriter does
+
+    def write(self, records: list):
+        if not records:
+            return
+        pieces = _frame(records)
+        if self.fd is None:
+            self.file.write(b"".join(pieces))  # bytes.join takes the read-only arrays too
+            return
+        for start in range(0, len(pieces), _IOV_MAX):
+            chunk = pieces[start:start + _IOV_MAX]
+            written = os.writev(self.fd, chunk)
+            if written < sum(map(len, chunk)):  # short write: the rest one call at a time
+                rest = memoryview(b"".join(chunk))[written:]
+                while rest:
+                    rest = rest[os.write(self.fd, rest):]
+
+    def close(self):  # closing twice is fine, as for TFRecordWriter
+        if self.file is not None:
+            self.file.close()
+        elif self.fd != -1:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+_IOV_MAX = 1024  # POSIX guarantees at least 16; Linux and macOS allow 1024
+
+
+# What a TFRecord file holds for each record: its length, the masked CRC32C of the length, the
+# record, the masked CRC32C of the record (little-endian). Between two records that is 16 bytes:
+# the footer of one and the header of the next.
+_GLUE = np.dtype([("footer", "<u4"), ("length", "<u8"), ("length_crc", "<u4")])
+_CRC_MASK_DELTA = 0xA282EAD8
+
+
+def _masked_crc32c(crcs) -> np.ndarray:
+    """TFRecord's masking of CRC32C values: rotated right by 15 bits, plus a constant."""
+    c = np.asarray(crcs, np.uint64)
+    return ((((c >> 15) | (c << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF).astype(np.uint32)
+
+
+def _frame(records: list) -> list:
+    """Records in TFRecord framing, as tf.io.TFRecordWriter writes them: a list of pieces to be
+    written in order (the records themselves, and the bytes around them)."""
+    crc, n = google_crc32c.value, len(records)
+    whole = type(records[0]) is bytes  # else tuples of pieces (all records of a batch alike)
+    lengths = np.fromiter(map(len if whole else _record_size, records), np.uint64, n)
+    distinct, which = np.unique(lengths, return_inverse=True)
+    length_crcs = _masked_crc32c([crc(x.tobytes()) for x in distinct.astype("<u8")])
+    glue = np.zeros(n + 1, _GLUE)
+    glue["length"][:n] = lengths
+    glue["length_crc"][:n] = length_crcs[which.reshape(-1)]
+    glue["footer"][1:] = _masked_crc32c(
+        np.fromiter(map(crc if whole else _pieces_crc32c, records), np.uint64, n))
+    view, size = memoryview(glue.tobytes()), _GLUE.itemsize
+    pieces = [view[i * size:(i + 1) * size] for i in range(n + 1)]
+    pieces[0], pieces[n] = view[4:size], view[n * size:n * size + 4]
+    if whole:
+        out = [None] * (2 * n + 1)
+        out[0::2], out[1::2] = pieces, records
+        return out
+    out = []
+    for glue_piece, record in zip(pieces, records):
+        out.append(glue_piece)
+        out += record
+    out.append(pieces[n])
+    return out
+
+
+def _pieces_crc32c(pieces) -> int:
+    value = 0
+    for piece in pieces:
+        value = google_crc32c.extend(value, piece)
+    return value
+
+
 class _RecordFiles:
     """Record files written under temporary names beside their destination.
 
@@ -1062,7 +1190,7 @@ class _RecordFiles:
         self.folder = _dirname(tfrecord_path)
         self.base = _basename(tfrecord_path)
         self.token = uuid.uuid4().hex[:12]
-        self.options = tf.io.TFRecordOptions(compression_type=compression or "")
+        self.compression = compression
         self.shard_size = shard_size
         self.block_records = block_records
         self.layout = "sequential" if shard_size else "round_robin"
@@ -1083,7 +1211,7 @@ class _RecordFiles:
     def _open(self):
         temp = _temp_name(self.path, self.token, len(self.temp_paths))
         self.temp_paths.append(temp)
-        self.writers.append(tf.io.TFRecordWriter(temp, self.options))
+        self.writers.append(_record_writer(temp, self.compression))
         self.counts.append(0)
         self.current_bytes = 0
 
@@ -1092,7 +1220,7 @@ class _RecordFiles:
         batch is encoded."""
         self._raise_pending()
         self._queue.put((records, first_index))
-        self.bytes_written += sum(map(len, records))
+        self.bytes_written += sum(map(_record_size, records))
 
     def _drain(self):
         while True:
@@ -1116,26 +1244,34 @@ class _RecordFiles:
             self._thread = None
 
     def _write_now(self, records: list, first_index: int):
-        if self.shard_size:
-            for record in records:
+        if self.shard_size:  # a new file once one holds shard_size bytes
+            start = 0
+            for i, record in enumerate(records):
                 if self.current_bytes >= self.shard_size:
+                    self._write_to(-1, records[start:i])
+                    start = i
                     self.writers[-1].close()
                     self._open()
-                self.writers[-1].write(record)
-                self.counts[-1] += 1
-                self.current_bytes += len(record) + 16
+                self.current_bytes += _record_size(record) + 16
+            self._write_to(-1, records[start:])
             return
         block, shards = self.block_records, len(self.writers)
+        parts: list[list] = [[] for _ in range(shards)]
         i = 0
-        while i < len(records):
+        while i < len(records):  # block b goes to shard b % shards
             index = first_index + i
             end = min(len(records), (index // block + 1) * block - first_index)
-            shard = (index // block) % shards
-            write = self.writers[shard].write
-            for j in range(i, end):
-                write(records[j])
-            self.counts[shard] += end - i
+            parts[(index // block) % shards] += records[i:end]
             i = end
+        # One write per file and batch: each write gives up the GIL, and getting it back can
+        # take the main thread's switch interval (5 ms).
+        for shard, part in enumerate(parts):
+            if part:
+                self._write_to(shard, part)
+
+    def _write_to(self, shard: int, records: list):
+        self.writers[shard].write(records)
+        self.counts[shard] += len(records)
 
     def commit(self, header_path: str, make_header) -> _Header:
         self._stop_thread()

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 from conftest import assert_same_elements
 
-from super_serial import load, read_header, save, verify
+from super_serial import core, load, read_header, save, verify
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 4096  # float32 values per element: ~16 KiB records, so a save writes in several batches
@@ -55,49 +55,48 @@ def temporaries(folder) -> list[str]:
 
 
 class CountingWriter:
-    """Wraps tf.io.TFRecordWriter; raises OSError on the record after `fail_after` (if given)."""
+    """Wraps the record writer save uses (framed or tf.io.TFRecordWriter); raises OSError on the
+    record after `fail_after` (if given), once the records before it are written."""
 
     instances: list = []
 
-    def __init__(self, path, options=None, *, fail_after=None):
-        self.inner = REAL_WRITER(path, options)
+    def __init__(self, inner, path, *, fail_after=None):
+        self.inner = inner
         self.path = path
         self.records = 0
         self.fail_after = fail_after
         CountingWriter.instances.append(self)
 
-    def write(self, record):
-        if self.fail_after is not None and self.records >= self.fail_after:
+    def write(self, records):
+        if self.fail_after is not None and self.records + len(records) > self.fail_after:
+            self.inner.write(records[:self.fail_after - self.records])
+            self.records = self.fail_after
             raise OSError(28, "No space left on device (simulated)", self.path)
-        self.inner.write(record)
-        self.records += 1
-
-    def flush(self):
-        self.inner.flush()
+        self.inner.write(records)
+        self.records += len(records)
 
     def close(self):
         self.inner.close()
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.close()
+REAL_WRITER = core._record_writer
 
 
-REAL_WRITER = tf.io.TFRecordWriter
-
-
-@pytest.fixture
-def counting_writer(monkeypatch):
-    """Installs CountingWriter in place of tf.io.TFRecordWriter; yields a setter for fail_after."""
+@pytest.fixture(params=["framed", "tf.io.TFRecordWriter"])
+def counting_writer(request, monkeypatch):
+    """Installs CountingWriter around save's record writer (either kind); yields a setter for
+    fail_after."""
     CountingWriter.instances = []
-    settings = {"fail_after": None}
+    settings = {"fail_after": None, "kind": core._FramedFile}
+    if request.param != "framed":
+        monkeypatch.setattr(core, "google_crc32c", None)
+        settings["kind"] = core._TFRecordFile
 
-    def make(path, options=None):
-        return CountingWriter(path, options, fail_after=settings["fail_after"])
+    def make(path, compression):
+        return CountingWriter(REAL_WRITER(path, compression), path,
+                              fail_after=settings["fail_after"])
 
-    monkeypatch.setattr(tf.io, "TFRecordWriter", make)
+    monkeypatch.setattr(core, "_record_writer", make)
     return settings
 
 
@@ -234,7 +233,8 @@ def test_write_error_keeps_previous_pair(good_pair, counting_writer, fail_after)
     counting_writer["fail_after"] = fail_after
     with pytest.raises(OSError, match="No space left on device"):
         save(wide(400, offset=2.0), tfrecord_path, header_path)
-    assert CountingWriter.instances, "save did not use tf.io.TFRecordWriter"
+    assert CountingWriter.instances, "save did not use the record writer"
+    assert all(type(w.inner) is counting_writer["kind"] for w in CountingWriter.instances)
     assert_previous_pair_intact(good_pair)
 
 

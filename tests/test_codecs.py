@@ -267,7 +267,7 @@ def test_encode_records_matches_protobuf(data, n):
     records = []
     for leaves in core._batches_for_encoding(dataset, features, 8):
         rows_in_batch = core._rows(leaves[0])
-        records += core._encode_records(features, leaves, rows_in_batch)
+        records += map(core._joined, core._encode_records(features, leaves, rows_in_batch))
     assert len(records) == n
     for record, element in zip(records, dataset):
         assert tf.train.Example.FromString(record) == _slow_example(features, element)

@@ -16,6 +16,7 @@ from conftest import assert_same_elements
 
 CORE = Path(__file__).resolve().parents[1] / "super_serial" / "core.py"
 ALLOWED_THIRD_PARTY = {"numpy", "tensorflow", "yaml"}
+OPTIONAL = {"google_crc32c"}  # imported in try/except ImportError: core works without it
 
 
 def _imports(source: str) -> list[tuple[str, int]]:
@@ -35,8 +36,21 @@ def test_core_imports_only_stdlib_numpy_tensorflow_yaml():
     assert all(level == 0 for _, level in imports), "relative imports break vendoring"
     names = {name for name, _ in imports}
     assert "super_serial" not in names
-    outside = names - set(sys.stdlib_module_names) - ALLOWED_THIRD_PARTY - {"__future__"}
+    outside = (names - set(sys.stdlib_module_names) - ALLOWED_THIRD_PARTY - OPTIONAL
+               - {"__future__"})
     assert not outside, f"core.py imports {sorted(outside)}"
+
+
+def test_optional_imports_fall_back_when_missing():
+    tree = ast.parse(CORE.read_text(encoding="utf-8"))
+    guarded = set()
+    for node in ast.walk(tree):
+        catches_import_error = isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id == "ImportError" for h in node.handlers)
+        if catches_import_error:
+            guarded |= {name for name, _ in _imports(ast.unparse(ast.Module(node.body, [])))}
+    imported = {name for name, _ in _imports(CORE.read_text(encoding="utf-8"))}
+    assert imported & OPTIONAL <= guarded, "an optional import is not in try/except ImportError"
 
 
 def test_core_source_does_not_mention_the_package_in_code():
@@ -107,6 +121,7 @@ def test_vendored_copy_round_trip(tmp_path):
 _CHILD = r"""
 import importlib.util, sys
 sys.modules["super_serial"] = None  # any import of the package now raises ImportError
+sys.modules["google_crc32c"] = None  # nor is the optional extra installed
 spec = importlib.util.spec_from_file_location("my_vendored_ss", sys.argv[1])
 ss = importlib.util.module_from_spec(spec)
 sys.modules["my_vendored_ss"] = ss
@@ -118,6 +133,7 @@ got = np.stack([e["x"].numpy() for e in ss.load(sys.argv[2])])
 assert got.dtype == np.float64 and got.tolist() == [[0, 1], [2, 3], [4, 5]], got
 loaded = sorted(m for m in sys.modules if m and m.startswith("super_serial"))
 assert loaded == ["super_serial"], loaded  # only the None placeholder
+assert ss.google_crc32c is None  # written by tf.io.TFRecordWriter
 print("vendored ok")
 """
 

@@ -1,0 +1,188 @@
+"""save frames TFRecords itself when google-crc32c is installed: the same bytes as
+tf.io.TFRecordWriter, which it falls back to otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import assert_same_elements
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from super_serial import core, load, save
+
+
+def tfrecordwriter_bytes(records: list, path: Path) -> bytes:
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+    return path.read_bytes()
+
+
+def framed_bytes(records: list, path, batches: int = 1) -> bytes:
+    """What _FramedFile writes at `path` (a local path, or a tf.io.gfile URL)."""
+    writer = core._FramedFile(str(path))
+    step = max(1, -(-len(records) // batches))
+    for start in range(0, len(records), step):
+        writer.write(records[start:start + step])
+    writer.close()
+    with tf.io.gfile.GFile(str(path), "rb") as f:
+        return f.read()
+
+
+def test_google_crc32c_is_the_c_implementation():
+    # The framed writer is only used with it (the pure-Python one would be far slower).
+    assert google_crc32c.implementation == "c"
+
+
+@pytest.mark.parametrize("records", [
+    [],
+    [b""],
+    [b"", b"", b"x"],
+    [bytes(range(256)) * 200],  # 51,200 bytes
+    [b"a" * n for n in range(300)],  # every length up to 299, many distinct length headers
+], ids=["none", "empty", "empties", "large", "lengths"])
+def test_frame_matches_tfrecordwriter(tmp_path, records):
+    expected = tfrecordwriter_bytes(records, tmp_path / "reference")
+    assert framed_bytes(records, tmp_path / "framed") == expected
+    assert framed_bytes(records, tmp_path / "framed3", batches=3) == expected
+    assert framed_bytes(records, f"ram://{tmp_path}/framed") == expected  # through GFile
+
+
+def test_more_pieces_than_one_writev_takes(tmp_path):
+    records = [bytes([i % 251]) * (i % 7) for i in range(3000)]  # 6,001 pieces
+    assert 2 * len(records) + 1 > 5 * core._IOV_MAX
+    expected = tfrecordwriter_bytes(records, tmp_path / "reference")
+    assert framed_bytes(records, tmp_path / "framed") == expected
+
+
+def test_short_writes_are_completed(tmp_path, monkeypatch):
+    real_writev, real_write, calls = core.os.writev, core.os.write, []
+
+    def short_writev(fd, buffers):  # writes only part of what it is given, like a full pipe
+        calls.append("writev")
+        data = b"".join(buffers)
+        return real_writev(fd, [data[:max(1, len(data) // 3)]])
+
+    def short_write(fd, data):
+        calls.append("write")
+        return real_write(fd, bytes(data[:max(1, len(data) // 2)]))
+
+    monkeypatch.setattr(core.os, "writev", short_writev)
+    monkeypatch.setattr(core.os, "write", short_write)
+    records = [np.random.default_rng(i).bytes(1000 + i) for i in range(40)]
+    expected = tfrecordwriter_bytes(records, tmp_path / "reference")
+    assert framed_bytes(records, tmp_path / "framed", batches=2) == expected
+    assert calls.count("writev") == 2 and calls.count("write") > 2
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.binary(max_size=2000), max_size=40))
+def test_frame_matches_tfrecordwriter_for_any_records(tmp_path_factory, records):
+    folder = tmp_path_factory.mktemp("frames")
+    assert framed_bytes(records, folder / "f") == tfrecordwriter_bytes(records, folder / "r")
+
+
+def test_framed_records_pass_tensorflows_checksums(tmp_path):
+    records = [np.random.default_rng(i).bytes(i * 37) for i in range(50)]
+    path = tmp_path / "framed"
+    framed_bytes(records, path, batches=4)
+    read = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
+    assert read == records
+
+
+def test_masked_crc32c_is_tfrecords_masking():
+    crcs = [0, 1, 0xFFFFFFFF, 0x12345678, google_crc32c.value(b"123456789")]
+    expected = [(((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF for c in crcs]
+    assert core._masked_crc32c(crcs).tolist() == expected
+    assert google_crc32c.value(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+
+def tabular(n: int) -> tf.data.Dataset:
+    return tf.data.Dataset.range(n).map(lambda i: {
+        "x": tf.fill([3], tf.cast(i, tf.float32)),
+        "id": tf.strings.as_string(i * 7919),  # records of several lengths
+    })
+
+
+def ragged(n: int) -> tf.data.Dataset:
+    return tf.data.Dataset.range(n).map(
+        lambda i: tf.RaggedTensor.from_row_lengths(tf.range(i % 5 * 2), [i % 5, i % 5]))
+
+
+def images(n: int) -> tf.data.Dataset:
+    """Wide fixed-size features: records stay pieces (views into the batch) until written."""
+    pixels = np.random.default_rng(n).random((n, 16, 16, 2), dtype=np.float32)
+    masks = np.random.default_rng(n + 1).integers(0, 2, (n, 300), dtype=np.uint8).astype(bool)
+    return tf.data.Dataset.from_tensor_slices({"image": pixels, "mask": masks,
+                                               "label": np.arange(n) * 3})
+
+
+DATASETS = {"tabular": (tabular, 3000), "ragged": (ragged, 200), "images": (images, 700),
+            "empty": (tabular, 0)}
+
+
+def test_records_with_wide_features_are_pieces_of_the_batch():
+    features, _ = core._schema_from_spec(images(4).element_spec)
+    leaves = next(iter(core._batches_for_encoding(images(4), features, 4)))
+    records = core._encode_records(features, leaves, 4)
+    assert all(type(r) is tuple and len(r) > 1 for r in records)
+    assert any(isinstance(piece, np.ndarray) and not piece.flags.writeable
+               for piece in records[0])
+    assert [tf.train.Example.FromString(core._joined(r)).features.feature["label"]
+            .int64_list.value[0] for r in records] == [0, 3, 6, 9]
+LAYOUTS = {"one file": {}, "3 shards": {"num_shards": 3}, "by size": {"shard_size": 20_000}}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", DATASETS)
+def test_save_writes_the_same_files_either_way(tmp_path, monkeypatch, name, layout):
+    make, n = DATASETS[name]
+    options = LAYOUTS[layout]
+    framed, fallback = tmp_path / "framed", tmp_path / "fallback"
+    save(make(n), str(framed / "data.tfrecord"), **options)
+    with monkeypatch.context() as patch:
+        patch.setattr(core, "google_crc32c", None)
+        save(make(n), str(fallback / "data.tfrecord"), **options)
+
+    names = sorted(p.name for p in framed.iterdir())
+    assert names == sorted(p.name for p in fallback.iterdir())
+    assert len(names) >= 2
+    for file_name in names:
+        assert (framed / file_name).read_bytes() == (fallback / file_name).read_bytes(), file_name
+    assert_same_elements(make(n), load(str(framed / "data.tfrecord")))
+
+
+class Spy:
+    def __init__(self, monkeypatch):
+        self.made = []
+        for kind in (core._FramedFile, core._TFRecordFile):
+            monkeypatch.setattr(core, kind.__name__, self.recording(kind))
+
+    def recording(self, kind):
+        def make(*args):
+            self.made.append(kind.__name__)
+            return kind(*args)
+        return make
+
+
+@pytest.mark.parametrize("compression, crc32c, expected", [
+    (None, "c", "_FramedFile"),
+    ("GZIP", "c", "_TFRecordFile"),
+    ("ZLIB", "c", "_TFRecordFile"),
+    (None, "python", "_TFRecordFile"),  # pure-Python CRC32C: slower than TensorFlow's writer
+    (None, None, "_TFRecordFile"),  # google-crc32c not installed
+])
+def test_which_writer_save_uses(paths, monkeypatch, compression, crc32c, expected):
+    spy = Spy(monkeypatch)
+    if crc32c is None:
+        monkeypatch.setattr(core, "google_crc32c", None)
+    else:
+        monkeypatch.setattr(google_crc32c, "implementation", crc32c)
+    save(tabular(10), paths[0], num_shards=2, compression=compression)
+    assert spy.made == [expected, expected]
+    assert_same_elements(tabular(10), load(paths[0]))
