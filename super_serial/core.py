@@ -1673,19 +1673,16 @@ def _unbatch(dataset: tf.data.Dataset) -> tf.data.Dataset:
         lambda s: tf.TensorSpec(s.shape[1:], s.dtype), dataset.element_spec))
 
 
-def _check_count(index, rows, path, expected, block: int):
-    """An assertion that block `index` of a file holds as many records as its header says.
-
-    `path` and `expected` are Python values for one file (the message is then mostly a
-    constant) or tensors."""
-    # Blocks arrive in order, each checked: block i must hold what is left after i full blocks,
-    # at most `block` (the end marker, empty, comes right after the last block).
-    start = index * block
+def _check_count(start, end, rows, path, expected, block: int):
+    """An assertion that the block of records [start, end) of a file holds as many records as
+    the header says (`expected` for the whole file)."""
+    # Blocks arrive in order, each checked: a block must hold what is left after the full
+    # blocks before it, at most `block` (the end marker, empty, comes right after the last).
     ok = tf.equal(rows, tf.clip_by_value(expected - start, 0, block))
-    read = start + rows  # earlier blocks were checked to be full
-    found = tf.where(read > expected, _text("more than ", _as_text(expected)),
-                     tf.strings.as_string(read))
-    message = _text("super_serial: ", path, ": the header says ", _as_text(expected),
+    said = _as_text(expected)
+    found = tf.where(end > expected, _text("more than ", said),
+                     tf.strings.as_string(end))  # earlier blocks were checked to be full
+    message = _text("super_serial: ", path, ": the header says ", said,
                     " records, but the file holds ", found,
                     "; it is corrupt, truncated, or belongs to another header")
     return tf.debugging.Assert(ok, [message], summarize=1)
@@ -1781,11 +1778,15 @@ class _Decoder:
 
     @tf.autograph.experimental.do_not_convert
     def decode_block(self, index, serialized, path, expected):
+        # Every op here is paid again each time an iterator is made (tf.data optimizes the
+        # function then): ops are shared where they can be.
         rows = tf.size(serialized, out_type=tf.int64)
-        block = self.block_records
-        with tf.control_dependencies([_check_count(index, rows, path, expected, block)]):
+        start = index * self.block_records  # file position of the block's first record
+        end = start + rows
+        with tf.control_dependencies([_check_count(start, end, rows, path, expected,
+                                                   self.block_records)]):
             serialized = tf.identity(serialized)
-        names = _text(path, ":", tf.strings.as_string(index * block + tf.range(rows)))
+        names = _text(path, ":", tf.strings.as_string(tf.range(start, end)))
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
         leaves = [tf.zeros([rows], tf.bool) if empty else self._decode_feature(f, parsed, path)
                   for f, empty in zip(self.features, self.empty)]
