@@ -867,8 +867,8 @@ def _records(pieces: list, rows: int) -> list:
         if piece is None or (piece.fixed and piece.data.shape[1] >= _WIDE):
             if run:
                 data, offsets = _concat(run, rows)
-                view, offsets = memoryview(data), offsets.tolist()
-                segments.append([bytes(view[a:b]) for a, b in zip(offsets, offsets[1:])])
+                data, offsets = data.tobytes(), offsets.tolist()  # slicing bytes is cheapest
+                segments.append([data[a:b] for a, b in zip(offsets, offsets[1:])])
                 run = []
             if piece is not None:
                 width, wide = piece.data.shape[1], True
@@ -1157,9 +1157,11 @@ def _frame(records: list) -> list:
     glue["length_crc"][:n] = length_crcs[which.reshape(-1)]
     glue["footer"][1:] = _masked_crc32c(
         np.fromiter(map(crc if whole else _pieces_crc32c, records), np.uint64, n))
-    view, size = memoryview(glue.tobytes()), _GLUE.itemsize
-    pieces = [view[i * size:(i + 1) * size] for i in range(n + 1)]
-    pieces[0], pieces[n] = view[4:size], view[n * size:n * size + 4]
+    # bytes slices, not memoryviews: these small copies are cheaper than views, which the
+    # garbage collector tracks
+    data, size = glue.tobytes(), _GLUE.itemsize
+    pieces = [data[i * size:(i + 1) * size] for i in range(n + 1)]
+    pieces[0], pieces[n] = data[4:size], data[n * size:n * size + 4]
     if whole:
         out = [None] * (2 * n + 1)
         out[0::2], out[1::2] = pieces, records
