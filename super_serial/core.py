@@ -1203,12 +1203,16 @@ class _RecordFiles:
         self.current_bytes = 0
         for _ in range(1 if shard_size else num_shards):
             self._open()
-        self._queue: queue.Queue = queue.Queue(maxsize=2)
+        # A writer thread per file being written (compression, checksums and writes give up
+        # the GIL, so shards are written in parallel) while the main thread encodes.
+        self._queues = [queue.Queue(maxsize=2) for _ in self.writers]
         self._error: BaseException | None = None
         self._aborted = False
-        self._thread: threading.Thread | None = threading.Thread(
-            target=self._drain, name="super_serial-writer", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._drain, args=(lane,), daemon=True,
+                                          name=f"super_serial-writer-{lane}")
+                         for lane in range(len(self._queues))]
+        for thread in self._threads:
+            thread.start()
 
     def _open(self):
         temp = _temp_name(self.path, self.token, len(self.temp_paths))
@@ -1218,20 +1222,39 @@ class _RecordFiles:
         self.current_bytes = 0
 
     def write(self, records: list, first_index: int):
-        """Queues a batch of encoded records; a writer thread writes them while the next
-        batch is encoded."""
+        """Queues a batch of encoded records for the writer threads."""
         self._raise_pending()
-        self._queue.put((records, first_index))
+        if self.shard_size:
+            self._queues[0].put(records)
+        else:
+            for shard, part in enumerate(self._deal(records, first_index)):
+                if part:  # one write per file and batch: fewer GIL hand-overs
+                    self._queues[shard].put(part)
         self.bytes_written += sum(map(_record_size, records))
 
-    def _drain(self):
+    def _deal(self, records: list, first_index: int) -> list:
+        """The records of each shard: block b (of block_records) goes to shard b % shards."""
+        block, shards = self.block_records, len(self.writers)
+        parts: list[list] = [[] for _ in range(shards)]
+        i = 0
+        while i < len(records):
+            index = first_index + i
+            end = min(len(records), (index // block + 1) * block - first_index)
+            parts[(index // block) % shards] += records[i:end]
+            i = end
+        return parts
+
+    def _drain(self, lane: int):
         while True:
-            item = self._queue.get()
-            if item is None:
+            records = self._queues[lane].get()
+            if records is None:
                 return
             if self._error is None and not self._aborted:
                 try:
-                    self._write_now(*item)
+                    if self.shard_size:
+                        self._write_sequential(records)
+                    else:
+                        self._write_to(lane, records)
                 except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
                     self._error = e
 
@@ -1239,44 +1262,31 @@ class _RecordFiles:
         if self._error is not None:
             raise self._error
 
-    def _stop_thread(self):
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+    def _stop_threads(self):
+        for q in self._queues:
+            q.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
 
-    def _write_now(self, records: list, first_index: int):
-        if self.shard_size:  # a new file once one holds shard_size bytes
-            start = 0
-            for i, record in enumerate(records):
-                if self.current_bytes >= self.shard_size:
-                    self._write_to(-1, records[start:i])
-                    start = i
-                    self.writers[-1].close()
-                    self._open()
-                self.current_bytes += _record_size(record) + 16
-            self._write_to(-1, records[start:])
-            return
-        block, shards = self.block_records, len(self.writers)
-        parts: list[list] = [[] for _ in range(shards)]
-        i = 0
-        while i < len(records):  # block b goes to shard b % shards
-            index = first_index + i
-            end = min(len(records), (index // block + 1) * block - first_index)
-            parts[(index // block) % shards] += records[i:end]
-            i = end
-        # One write per file and batch: each write gives up the GIL, and getting it back can
-        # take the main thread's switch interval (5 ms).
-        for shard, part in enumerate(parts):
-            if part:
-                self._write_to(shard, part)
+    def _write_sequential(self, records: list):
+        """Into the current file, starting a new one once it holds shard_size bytes."""
+        start = 0
+        for i, record in enumerate(records):
+            if self.current_bytes >= self.shard_size:
+                self._write_to(-1, records[start:i])
+                start = i
+                self.writers[-1].close()
+                self._open()
+            self.current_bytes += _record_size(record) + 16
+        self._write_to(-1, records[start:])
 
     def _write_to(self, shard: int, records: list):
         self.writers[shard].write(records)
         self.counts[shard] += len(records)
 
     def commit(self, header_path: str, make_header) -> _Header:
-        self._stop_thread()
+        self._stop_threads()
         self._raise_pending()
         for writer in self.writers:
             writer.close()
@@ -1311,7 +1321,7 @@ class _RecordFiles:
 
     def abort(self):
         self._aborted = True
-        self._stop_thread()
+        self._stop_threads()
         for writer in self.writers:
             try:
                 writer.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import uuid
 
 import numpy as np
@@ -175,6 +176,37 @@ def test_round_robin_deals_whole_blocks(paths):
         assert int(first["id"]) == i * block
     assert ids_of(load(tfrecord_path)) == list(range(n))
     assert ids_of(load(tfrecord_path, batch_size=1000).unbatch()) == list(range(n))
+
+
+@pytest.mark.parametrize("options, threads", [
+    ({"num_shards": 3, "compression": "GZIP"}, 3),
+    ({"num_shards": 2}, 2),
+    ({"shard_size": 2000}, 1),  # one file at a time
+])
+def test_each_shard_is_written_by_its_own_thread(paths, small_blocks, monkeypatch, options,
+                                                threads):
+    real_writer, writers_of = core._record_writer, {}
+
+    class Recording:
+        def __init__(self, inner, path):
+            self.inner, self.path = inner, path
+
+        def write(self, records):
+            writers_of.setdefault(self.path, set()).add(threading.current_thread().name)
+            self.inner.write(records)
+
+        def close(self):
+            self.inner.close()
+
+    monkeypatch.setattr(core, "_record_writer",
+                        lambda path, compression: Recording(real_writer(path, compression), path))
+    dataset = flat_dict(300)
+    header = save(dataset, paths[0], **options)
+    assert len(header["shards"]) >= threads
+    assert all(len(names) == 1 for names in writers_of.values()), writers_of
+    names = set().union(*writers_of.values())
+    assert len(names) == threads and threading.current_thread().name not in names, names
+    assert_same_elements(dataset, load(paths[0]))
 
 
 @pytest.mark.parametrize("num_elements", [0, 3])
