@@ -1068,7 +1068,10 @@ except ImportError:  # pragma: no cover - depends on what is installed
 
 
 def _record_writer(path: str, compression: str | None):
-    """A TFRecord file writer with `write(records)` and `close()`.
+    """A TFRecord file writer: `write(prepare(records))`, then `close()`.
+
+    `prepare` runs in the thread that encodes (it needs the GIL anyway), `write` in a writer
+    thread (it gives the GIL up).
 
     Uncompressed files are framed here when a C implementation of CRC32C is installed (one
     write per batch); otherwise, and for compressed files, tf.io.TFRecordWriter writes them.
@@ -1083,6 +1086,9 @@ class _TFRecordFile:
     def __init__(self, path: str, compression: str | None):
         options = tf.io.TFRecordOptions(compression_type=compression or "")
         self.writer = tf.io.TFRecordWriter(path, options)
+
+    def prepare(self, records: list) -> list:
+        return records
 
     def write(self, records: list):
         write = self.writer.write
@@ -1104,10 +1110,12 @@ class _FramedFile:
         if self.file is not None:
             self.file.write(b"")  # creates the file now, as TFRecordWriter does
 
-    def write(self, records: list):
-        if not records:
+    def prepare(self, records: list) -> list:
+        return _frame(records) if records else []
+
+    def write(self, pieces: list):
+        if not pieces:
             return
-        pieces = _frame(records)
         if self.fd is None:
             self.file.write(b"".join(pieces))  # bytes.join takes the read-only arrays too
             return
@@ -1229,7 +1237,8 @@ class _RecordFiles:
         else:
             for shard, part in enumerate(self._deal(records, first_index)):
                 if part:  # one write per file and batch: fewer GIL hand-overs
-                    self._queues[shard].put(part)
+                    self._queues[shard].put(self.writers[shard].prepare(part))
+                    self.counts[shard] += len(part)
         self.bytes_written += sum(map(_record_size, records))
 
     def _deal(self, records: list, first_index: int) -> list:
@@ -1254,7 +1263,7 @@ class _RecordFiles:
                     if self.shard_size:
                         self._write_sequential(records)
                     else:
-                        self._write_to(lane, records)
+                        self.writers[lane].write(records)  # prepared, and counted, in write()
                 except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
                     self._error = e
 
@@ -1282,7 +1291,7 @@ class _RecordFiles:
         self._write_to(-1, records[start:])
 
     def _write_to(self, shard: int, records: list):
-        self.writers[shard].write(records)
+        self.writers[shard].write(self.writers[shard].prepare(records))
         self.counts[shard] += len(records)
 
     def commit(self, header_path: str, make_header) -> _Header:

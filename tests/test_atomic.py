@@ -55,8 +55,8 @@ def temporaries(folder) -> list[str]:
 
 
 class CountingWriter:
-    """Wraps the record writer save uses (framed or tf.io.TFRecordWriter); raises OSError on the
-    record after `fail_after` (if given), once the records before it are written."""
+    """Wraps the record writer save uses (framed or tf.io.TFRecordWriter); raises OSError
+    instead of writing the batch that holds record `fail_after` (if given)."""
 
     instances: list = []
 
@@ -67,13 +67,15 @@ class CountingWriter:
         self.fail_after = fail_after
         CountingWriter.instances.append(self)
 
-    def write(self, records):
-        if self.fail_after is not None and self.records + len(records) > self.fail_after:
-            self.inner.write(records[:self.fail_after - self.records])
-            self.records = self.fail_after
+    def prepare(self, records):
+        return self.inner.prepare(records), len(records)
+
+    def write(self, prepared):
+        payload, count = prepared
+        if self.fail_after is not None and self.records + count > self.fail_after:
             raise OSError(28, "No space left on device (simulated)", self.path)
-        self.inner.write(records)
-        self.records += len(records)
+        self.inner.write(payload)
+        self.records += count
 
     def close(self):
         self.inner.close()

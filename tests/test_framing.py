@@ -28,7 +28,7 @@ def framed_bytes(records: list, path, batches: int = 1) -> bytes:
     writer = core._FramedFile(str(path))
     step = max(1, -(-len(records) // batches))
     for start in range(0, len(records), step):
-        writer.write(records[start:start + step])
+        writer.write(writer.prepare(records[start:start + step]))
     writer.close()
     with tf.io.gfile.GFile(str(path), "rb") as f:
         return f.read()

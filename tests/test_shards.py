@@ -191,9 +191,12 @@ def test_each_shard_is_written_by_its_own_thread(paths, small_blocks, monkeypatc
         def __init__(self, inner, path):
             self.inner, self.path = inner, path
 
-        def write(self, records):
+        def prepare(self, records):
+            return self.inner.prepare(records)
+
+        def write(self, prepared):
             writers_of.setdefault(self.path, set()).add(threading.current_thread().name)
-            self.inner.write(records)
+            self.inner.write(prepared)
 
         def close(self):
             self.inner.close()
