@@ -1655,6 +1655,7 @@ def _record_blocks(header: _Header, paths, shuffle_files, seed, deterministic):
     if len(paths) == 1 and not shuffle_files:
         return file_blocks(tf.constant(paths[0])), True
 
+    @tf.autograph.experimental.do_not_convert
     def with_file(path, expected):
         return file_blocks(path, path, expected)
 
