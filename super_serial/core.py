@@ -1135,6 +1135,7 @@ class _FramedFile:
             self.fd = -1
 
 
+_WRITER_THREADS = 4  # at most, however many shards
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 _IOV_MAX = 1024  # POSIX guarantees at least 16; Linux and macOS allow 1024
 
@@ -1211,9 +1212,11 @@ class _RecordFiles:
         self.current_bytes = 0
         for _ in range(1 if shard_size else num_shards):
             self._open()
-        # A writer thread per file being written (compression, checksums and writes give up
-        # the GIL, so shards are written in parallel) while the main thread encodes.
-        self._queues = [queue.Queue(maxsize=2) for _ in self.writers]
+        # Writer threads (compression, checksums and writes give up the GIL, so shards are
+        # written in parallel) while the main thread encodes; thread i writes the shards
+        # i, i + threads, ... Each queue holds at most two batches' worth for its thread.
+        threads = 1 if shard_size else min(num_shards, _WRITER_THREADS)
+        self._queues = [queue.Queue(maxsize=2) for _ in range(threads)]
         self._error: BaseException | None = None
         self._aborted = False
         self._threads = [threading.Thread(target=self._drain, args=(lane,), daemon=True,
@@ -1235,10 +1238,14 @@ class _RecordFiles:
         if self.shard_size:
             self._queues[0].put(records)
         else:
+            work: list[list] = [[] for _ in self._queues]
             for shard, part in enumerate(self._deal(records, first_index)):
                 if part:  # one write per file and batch: fewer GIL hand-overs
-                    self._queues[shard].put(self.writers[shard].prepare(part))
+                    work[shard % len(work)].append((shard, self.writers[shard].prepare(part)))
                     self.counts[shard] += len(part)
+            for lane, items in enumerate(work):
+                if items:
+                    self._queues[lane].put(items)
         self.bytes_written += sum(map(_record_size, records))
 
     def _deal(self, records: list, first_index: int) -> list:
@@ -1255,15 +1262,16 @@ class _RecordFiles:
 
     def _drain(self, lane: int):
         while True:
-            records = self._queues[lane].get()
-            if records is None:
+            work = self._queues[lane].get()
+            if work is None:
                 return
             if self._error is None and not self._aborted:
                 try:
                     if self.shard_size:
-                        self._write_sequential(records)
+                        self._write_sequential(work)
                     else:
-                        self.writers[lane].write(records)  # prepared, and counted, in write()
+                        for shard, prepared in work:  # prepared, and counted, in write()
+                            self.writers[shard].write(prepared)
                 except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
                     self._error = e
 

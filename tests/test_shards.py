@@ -181,10 +181,11 @@ def test_round_robin_deals_whole_blocks(paths):
 @pytest.mark.parametrize("options, threads", [
     ({"num_shards": 3, "compression": "GZIP"}, 3),
     ({"num_shards": 2}, 2),
+    ({"num_shards": 9}, 4),  # at most core._WRITER_THREADS, each writing every 4th shard
     ({"shard_size": 2000}, 1),  # one file at a time
 ])
-def test_each_shard_is_written_by_its_own_thread(paths, small_blocks, monkeypatch, options,
-                                                threads):
+def test_shards_are_written_by_writer_threads(paths, small_blocks, monkeypatch, options,
+                                              threads):
     real_writer, writers_of = core._record_writer, {}
 
     class Recording:
@@ -206,9 +207,13 @@ def test_each_shard_is_written_by_its_own_thread(paths, small_blocks, monkeypatc
     dataset = flat_dict(300)
     header = save(dataset, paths[0], **options)
     assert len(header["shards"]) >= threads
-    assert all(len(names) == 1 for names in writers_of.values()), writers_of
+    assert all(len(names) == 1 for names in writers_of.values()), writers_of  # one per shard
     names = set().union(*writers_of.values())
     assert len(names) == threads and threading.current_thread().name not in names, names
+    if "num_shards" in options:  # shard i is written by thread i % threads
+        for path, (name,) in writers_of.items():
+            shard = int(re.search(r"\.tmp(\d+)", path).group(1))
+            assert name == f"super_serial-writer-{shard % threads}", (path, name)
     assert_same_elements(dataset, load(paths[0]))
 
 
