@@ -1712,28 +1712,13 @@ def _check_count(start, end, rows, path, expected, block: int):
     # Blocks arrive in order, each checked: a block must hold what is left after the full
     # blocks before it, at most `block` (the end marker, empty, comes right after the last).
     ok = tf.equal(rows, tf.clip_by_value(expected - start, 0, block))
-    said = _as_text(expected)
-    found = tf.where(end > expected, _text("more than ", said),
+    said = tf.strings.as_string(expected)
+    found = tf.where(end > expected, tf.strings.join(["more than ", said]),
                      tf.strings.as_string(end))  # earlier blocks were checked to be full
-    message = _text("super_serial: ", path, ": the header says ", said,
-                    " records, but the file holds ", found,
-                    "; it is corrupt, truncated, or belongs to another header")
+    message = tf.strings.join([
+        "super_serial: ", path, ": the header says ", said, " records, but the file holds ",
+        found, "; it is corrupt, truncated, or belongs to another header"])
     return tf.debugging.Assert(ok, [message], summarize=1)
-
-
-def _as_text(value):
-    return str(value) if isinstance(value, int) else tf.strings.as_string(value)
-
-
-def _text(*parts):
-    """Joins strings and string tensors, joining neighbouring Python strings in Python."""
-    merged = []
-    for part in parts:
-        if isinstance(part, str) and merged and isinstance(merged[-1], str):
-            merged[-1] += part
-        else:
-            merged.append(part)
-    return merged[0] if len(merged) == 1 else tf.strings.join(merged)
 
 
 _DECODERS: collections.OrderedDict = collections.OrderedDict()  # most recently used last
@@ -1819,7 +1804,7 @@ class _Decoder:
         with tf.control_dependencies([_check_count(start, end, rows, path, expected,
                                                    self.block_records)]):
             serialized = tf.identity(serialized)
-        names = _text(path, ":", tf.strings.as_string(tf.range(start, end)))
+        names = tf.strings.join([path, ":", tf.strings.as_string(tf.range(start, end))])
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
         leaves = [tf.zeros([rows], tf.bool) if empty else self._decode_feature(f, parsed, path)
                   for f, empty in zip(self.features, self.empty)]
@@ -1937,8 +1922,10 @@ def _checked(value, condition, path, feature: _Feature, problem: str, found=None
     parts = ["super_serial: ", path, f": feature '{feature.name}': {problem}"]
     if found is not None:
         found = tf.where(condition, tf.int64.min, tf.cast(found, tf.int64))
-        parts += [", found ", tf.strings.as_string(tf.reduce_max(found))]
-    check = tf.debugging.Assert(tf.reduce_all(condition), [_text(*parts)], summarize=1)
+        parts[-1] += ", found "
+        parts.append(tf.strings.as_string(tf.reduce_max(found)))
+    check = tf.debugging.Assert(tf.reduce_all(condition), [tf.strings.join(parts)],
+                                summarize=1)
     with tf.control_dependencies([check]):
         return tf.identity(value)
 
