@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -39,6 +40,22 @@ def assert_bit_identical(x, y, where: str = ""):
         assert a.tolist() == b.tolist(), where
     else:
         assert a.tobytes() == b.tobytes(), f"{where}: values differ bitwise"
+
+
+def save_pair(folder, dataset: tf.data.Dataset):
+    """Saves `dataset` as folder/data.tfrecord + folder/data.header.yaml; returns the folder."""
+    from super_serial import save
+
+    save(dataset, str(folder / "data.tfrecord"), str(folder / "data.header.yaml"))
+    return folder
+
+
+def copy_pair(folder, paths) -> tuple[str, str]:
+    """Copies the pair `save_pair` wrote in `folder` to `paths` (tfrecord, header)."""
+    tfrecord_path, header_path = paths
+    shutil.copyfile(folder / "data.tfrecord", tfrecord_path)
+    shutil.copyfile(folder / "data.header.yaml", header_path)
+    return tfrecord_path, header_path
 
 
 @pytest.fixture

@@ -142,11 +142,16 @@ def test_failing_dataset_keeps_previous_pair(good_pair, counting_writer):
     assert_previous_pair_intact(good_pair)
 
 
-def test_failing_dataset_with_shards_keeps_previous_pair(tmp_path):
-    tfrecord_path = str(tmp_path / "data.tfrecord")
+def three_shards(folder) -> tuple[str, tf.data.Dataset, dict]:
+    """A dataset saved in 3 shards in `folder`: (tfrecord_path, dataset, folder snapshot)."""
+    tfrecord_path = str(folder / "data.tfrecord")
     dataset = wide(30)
     save(dataset, tfrecord_path, num_shards=3)
-    before = snapshot(tmp_path)
+    return tfrecord_path, dataset, snapshot(folder)
+
+
+def test_failing_dataset_with_shards_keeps_previous_pair(tmp_path):
+    tfrecord_path, dataset, before = three_shards(tmp_path)
     with pytest.raises((tf.errors.OpError, RuntimeError), match="boom at 500"):
         save(failing_generator(600, fail_at=500), tfrecord_path, num_shards=2)
     assert snapshot(tmp_path) == before
@@ -241,10 +246,7 @@ def test_write_error_keeps_previous_pair(good_pair, counting_writer, fail_after)
 
 
 def test_write_error_in_one_shard_keeps_previous_shards(tmp_path, counting_writer):
-    tfrecord_path = str(tmp_path / "data.tfrecord")
-    dataset = wide(30)
-    save(dataset, tfrecord_path, num_shards=3)
-    before = snapshot(tmp_path)
+    tfrecord_path, dataset, before = three_shards(tmp_path)
     counting_writer["fail_after"] = 100
     with pytest.raises(OSError, match="No space left on device"):
         save(wide(800, offset=1.0), tfrecord_path, num_shards=2)
@@ -282,10 +284,7 @@ def test_header_rename_error_keeps_previous_pair(good_pair, monkeypatch):
 
 
 def test_shard_rename_error_keeps_previous_shards(tmp_path, monkeypatch):
-    tfrecord_path = str(tmp_path / "data.tfrecord")
-    dataset = wide(30)
-    save(dataset, tfrecord_path, num_shards=3)
-    before = snapshot(tmp_path)
+    tfrecord_path, dataset, before = three_shards(tmp_path)
     second = f"{tfrecord_path}-00001-of-00003"
     failing_rename(monkeypatch, lambda src, dst: dst == second)
     with pytest.raises(tf.errors.PermissionDeniedError, match="rename refused"):

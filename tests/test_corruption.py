@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
+from conftest import copy_pair, save_pair
 
 from super_serial import CorruptDataError, HeaderError, load, read_header, save, verify
 
@@ -59,17 +60,12 @@ def edit_header(header_path, change):
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """One good save, copied by `saved` for each test."""
-    folder = tmp_path_factory.mktemp("pristine")
-    save(dataset(), str(folder / "data.tfrecord"), str(folder / "data.header.yaml"))
-    return folder
+    return save_pair(tmp_path_factory.mktemp("pristine"), dataset())
 
 
 @pytest.fixture
 def saved(paths, pristine):
-    tfrecord_path, header_path = paths
-    shutil.copyfile(pristine / "data.tfrecord", tfrecord_path)
-    shutil.copyfile(pristine / "data.header.yaml", header_path)
-    return tfrecord_path, header_path
+    return copy_pair(pristine, paths)
 
 
 # ---- (a) a flipped byte ------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import shutil
 import time
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
+from conftest import copy_pair, save_pair
 
 from super_serial import (
     CorruptDataError,
@@ -19,7 +19,6 @@ from super_serial import (
     core,
     load,
     read_header,
-    save,
 )
 
 N = 4
@@ -42,17 +41,13 @@ def dataset() -> tf.data.Dataset:
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("pristine")
-    save(dataset(), str(folder / "data.tfrecord"), str(folder / "data.header.yaml"))
-    return folder
+    return save_pair(tmp_path_factory.mktemp("pristine"), dataset())
 
 
 @pytest.fixture
 def saved(paths, pristine):
     """(tfrecord_path, header_path, the header as a dict), freshly copied for each test."""
-    tfrecord_path, header_path = paths
-    shutil.copyfile(pristine / "data.tfrecord", tfrecord_path)
-    shutil.copyfile(pristine / "data.header.yaml", header_path)
+    tfrecord_path, header_path = copy_pair(pristine, paths)
     return tfrecord_path, header_path, yaml.safe_load(Path(header_path).read_text())
 
 
