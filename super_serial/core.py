@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import functools
 import math
 import os
 import queue
@@ -1567,31 +1566,15 @@ def load(
     if not header.version:
         header = _count_records(header, paths[0])
     _check_files(header, paths, header_path)
-    decoder = _decoder(header, original_dtypes, batched=batch_size is not None)
-    blocks, one_file = _record_blocks(header, paths, shuffle_files, seed, deterministic)
-    decode = decoder.decode
-    if one_file:
-        path, expected = tf.constant(paths[0]), tf.constant(header.num_records, tf.int64)
-        decode = functools.partial(decoder.decode, path=path, expected=expected)
-    dataset = blocks.map(decode, num_parallel_calls=tf.data.AUTOTUNE,
-                         deterministic=deterministic)
-    # Blocks, not elements, are prefetched: a prefetch hands over each of its elements between
-    # threads, which costs more than unbatching them where they are consumed.
-    dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    if decoder.whole_blocks:
-        dataset = dataset.rebatch(batch_size, drop_remainder=drop_remainder)
-    else:
-        dataset = _unbatch(dataset)
-        if decoder.element_map:
-            dataset = dataset.map(decoder.finish, num_parallel_calls=tf.data.AUTOTUNE,
-                                  deterministic=deterministic)
-        if any(decoder.variant):  # the same tensors, seen with their RaggedTensorSpec again
-            dataset = tf.data.experimental.from_variant(
-                tf.data.experimental.to_variant(dataset),
-                structure=decoder.pack([f.spec(original_dtypes) for f in header.features]))
-        if batch_size is not None:
-            dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
-    return dataset
+    reading = _Reading(
+        one_file=len(paths) == 1 and not shuffle_files, shuffle_files=shuffle_files,
+        parallel=header.layout == "round_robin" or not deterministic,
+        deterministic=deterministic, batch_size=batch_size, drop_remainder=drop_remainder)
+    paths = tf.constant(paths)
+    counts = tf.constant([s.num_records for s in header.shards], tf.int64)
+    if shuffle_files:  # built afresh: each load draws its own shuffle seeds, as Dataset ops do
+        return _Pipeline(header, original_dtypes, reading).build(paths, counts, seed=seed)
+    return _pipeline(header, original_dtypes, reading)(paths, counts)
 
 
 def _shard_paths(header: _Header, tfrecord_path: str) -> list[str]:
@@ -1636,61 +1619,174 @@ def _check_files(header: _Header, paths: list, header_path: str):
             )
 
 
-def _record_blocks(header: _Header, paths, shuffle_files, seed, deterministic):
-    """Blocks of `block_records` serialized records, each with its index in its file.
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    """How `load` reads, besides the schema: the options that shape its pipeline."""
 
-    Returns the dataset and whether it reads one file. One file gives (index, records); several
-    give (index, records, file path, records the header gives that file).
+    one_file: bool
+    shuffle_files: bool
+    parallel: bool  # shards read at once, not one after another
+    deterministic: bool
+    batch_size: int | None
+    drop_remainder: bool
 
-    Each file's blocks end with an empty block, the end marker that lets `_check_count` notice
-    a file that ends early (a corrupt or truncated record ends the file's stream).
+
+_PIPELINES: collections.OrderedDict = collections.OrderedDict()  # most recently used last
+_PIPELINES_KEPT = 16
+_PIPELINES_LOCK = threading.Lock()
+
+
+def _pipeline(header: _Header, original_dtypes: bool, reading: _Reading) -> _Pipeline:
+    """The pipeline of a schema and options, shared by every load of them in this process."""
+    key = (header.features, repr(header.structure), header.block_records, header.compression,
+           original_dtypes, reading)
+    with _PIPELINES_LOCK:
+        pipeline = _PIPELINES.pop(key, None)
+        if pipeline is None:
+            with tf.init_scope():  # traced as if eagerly, also when load() runs in a tf.function
+                pipeline = _Pipeline(header, original_dtypes, reading)
+                pipeline.trace()
+        _PIPELINES[key] = pipeline
+        while len(_PIPELINES) > _PIPELINES_KEPT:
+            _PIPELINES.popitem(last=False)
+    return pipeline
+
+
+class _Pipeline:
+    """The dataset `load` gives, built from file paths and their record counts.
+
+    `build` makes it with Dataset methods. `__call__` runs one traced function that builds the
+    same dataset: in eager mode each dataset op costs about a millisecond and each map function
+    traced several, and a load of one file needs a dozen of them.
     """
-    compression = header.compression or ""
-    # Many shards are read at once: keep their read buffers small.
-    buffer_size = max(64 << 10, min(1 << 20, (64 << 20) // len(paths)))
-    end_marker = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
 
-    # Path and count are zipped beside the blocks (as `extras`), not mapped in: each traced
-    # function costs milliseconds on every load.
-    @tf.autograph.experimental.do_not_convert
-    def file_blocks(path, *extras):
-        records = _tfrecords(path, compression, buffer_size)
-        records = records.ignore_errors()  # the count check reports where the file ended
-        blocks = records.batch(header.block_records).concatenate(end_marker)
-        return tf.data.Dataset.zip((tf.data.Dataset.range(np.iinfo(np.int64).max), blocks,
-                                    *(tf.data.Dataset.from_tensors(x).repeat() for x in extras)))
+    def __init__(self, header: _Header, original_dtypes: bool, reading: _Reading):
+        self.decoder = _Decoder(header, original_dtypes, batched=reading.batch_size is not None)
+        self.header = header
+        self.original = original_dtypes
+        self.reading = reading
+        self.function = self.element_spec = None
 
-    if len(paths) == 1 and not shuffle_files:
-        return file_blocks(tf.constant(paths[0])), True
+    def trace(self):
+        def variant(paths, counts):
+            dataset = self.build(paths, counts)
+            self.element_spec = dataset.element_spec
+            return tf.data.experimental.to_variant(dataset)
 
-    @tf.autograph.experimental.do_not_convert
-    def with_file(path, expected):
-        return file_blocks(path, path, expected)
+        signature = [tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)]
+        self.function = tf.function(variant, input_signature=signature,
+                                    autograph=False).get_concrete_function()
 
-    files = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(paths), tf.constant([s.num_records for s in header.shards], tf.int64)))
-    if shuffle_files:
-        files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
-    parallel = header.layout == "round_robin" or not deterministic
-    return files.interleave(
-        with_file,
-        cycle_length=len(paths) if parallel else 1,
-        block_length=1,
-        num_parallel_calls=tf.data.AUTOTUNE if parallel else None,
-        deterministic=deterministic if parallel else None,
-    ), False
+    def __call__(self, paths, counts) -> tf.data.Dataset:
+        return tf.data.experimental.from_variant(self.function(paths, counts), self.element_spec)
+
+    def build(self, paths, counts, seed=None) -> tf.data.Dataset:
+        decoder, reading = self.decoder, self.reading
+        blocks = self.blocks(paths, counts, seed)
+        captured = (paths[0], counts[0]) if reading.one_file else ()
+        dataset = _map(blocks, decoder.decode_block, captured, reading.deterministic)
+        # Blocks, not elements, are prefetched: a prefetch hands over each of its elements
+        # between threads, which costs more than unbatching them where they are consumed.
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        if decoder.whole_blocks:
+            return dataset.rebatch(reading.batch_size, drop_remainder=reading.drop_remainder)
+        dataset = _unbatch(dataset)
+        if decoder.element_map:
+            dataset = dataset.map(decoder.finish_element, num_parallel_calls=tf.data.AUTOTUNE,
+                                  deterministic=reading.deterministic)
+        if any(decoder.variant):  # the same tensors, seen with their RaggedTensorSpec again
+            dataset = tf.data.experimental.from_variant(
+                tf.data.experimental.to_variant(dataset), structure=decoder.pack(
+                    [f.spec(self.original) for f in self.header.features]))
+        if reading.batch_size is not None:
+            dataset = dataset.ragged_batch(reading.batch_size,
+                                           drop_remainder=reading.drop_remainder)
+        return dataset
+
+    def blocks(self, paths, counts, seed) -> tf.data.Dataset:
+        """Blocks of `block_records` serialized records, each with its index in its file.
+
+        Elements are (index, records) for one file, else (index, records, file path, records
+        the header gives that file). Each file's blocks end with an empty block, the end marker
+        that lets `_check_count` notice a file that ends early (a corrupt or truncated record
+        ends the file's stream).
+        """
+        header, reading = self.header, self.reading
+        compression = header.compression or ""
+        # Many shards are read at once: keep their read buffers small.
+        files = tf.size(paths, out_type=tf.int64)
+        buffer_size = tf.clip_by_value((64 << 20) // files, 64 << 10, 1 << 20)
+        end_marker = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
+
+        def file_blocks(path, *extras):
+            records = _tfrecords(path, compression, buffer_size)
+            records = records.ignore_errors()  # the count check reports where the file ended
+            blocks = records.batch(header.block_records).concatenate(end_marker)
+            return tf.data.Dataset.zip((
+                tf.data.Dataset.range(np.iinfo(np.int64).max), blocks,
+                *(tf.data.Dataset.from_tensors(x).repeat() for x in extras)))
+
+        if reading.one_file:
+            return file_blocks(paths[0])
+        @tf.autograph.experimental.do_not_convert
+        def with_file(path, expected):  # path and count are zipped beside its blocks
+            return file_blocks(path, path, expected)
+
+        listed = tf.data.Dataset.from_tensor_slices((paths, counts))
+        if reading.shuffle_files:
+            listed = listed.shuffle(files, seed=seed, reshuffle_each_iteration=True)
+        return listed.interleave(
+            with_file,
+            cycle_length=files if reading.parallel else 1,
+            block_length=1,
+            num_parallel_calls=tf.data.AUTOTUNE if reading.parallel else None,
+            deterministic=reading.deterministic if reading.parallel else None,
+        )
 
 
-# Two datasets built from their raw ops: the Python classes wrap them in a traced function
-# (a flat_map over file names, a map that re-encodes components) that costs milliseconds on
-# every load and does nothing for one file of dense components.
+# tf.data's own map functions are instantiated for several devices: each iterator made runs
+# grappler over them again, which takes 20 ms for a small schema. A function with this mark (as
+# tf.data gives its copy-to-device functions) is instantiated for its one device, the CPU.
+_ONE_DEVICE_FUNCTION = {"experimental_ints_on_device": True}
 
 
-def _tfrecords(path, compression: str, buffer_size: int) -> tf.data.Dataset:
+def _map(dataset, fn, captured: tuple, deterministic: bool) -> tf.data.Dataset:
+    """`dataset.map(lambda *x: fn(*x, *captured), tf.data.AUTOTUNE, deterministic)` for a
+    dataset of tensors, with `fn` marked as a one-device function."""
+    inputs = [*tf.nest.flatten(dataset.element_spec),
+              *(tf.TensorSpec(x.shape, x.dtype) for x in captured)]
+    outputs = []
+
+    def flat(*args):
+        result = fn(*args)
+        outputs.append(tf.nest.map_structure(tf.type_spec_from_value, result))
+        # tf.data holds a ragged component as its variant encoding (RaggedTensorSpec's).
+        return [tf.raw_ops.RaggedTensorToVariant(
+                    rt_nested_splits=x.nested_row_splits, rt_dense_values=x.flat_values,
+                    batched_input=False) if isinstance(x, tf.RaggedTensor) else x
+                for x in tf.nest.flatten(result)]
+
+    function = tf.function(flat, input_signature=inputs, autograph=False,
+                           experimental_attributes=_ONE_DEVICE_FUNCTION).get_concrete_function()
+    variant = tf.raw_ops.ParallelMapDatasetV2(
+        input_dataset=tf.data.experimental.to_variant(dataset), other_arguments=list(captured),
+        num_parallel_calls=tf.constant(tf.data.AUTOTUNE, tf.int64), f=function,
+        output_types=[x.dtype for x in function.outputs],
+        output_shapes=[x.shape for x in function.outputs],
+        deterministic="true" if deterministic else "false", preserve_cardinality=True)
+    return tf.data.experimental.from_variant(variant, outputs[0])
+
+
+# Two datasets built from their raw ops: the Python classes add a function (a flat_map over
+# file names, a map that re-encodes components) that costs on every iterator made and does
+# nothing for one file of dense components.
+
+
+def _tfrecords(path, compression: str, buffer_size) -> tf.data.Dataset:
     """`tf.data.TFRecordDataset(path, compression, buffer_size)` for one file."""
     variant = tf.raw_ops.TFRecordDataset(filenames=tf.reshape(path, [1]),
                                          compression_type=compression,
-                                         buffer_size=tf.constant(buffer_size, tf.int64))
+                                         buffer_size=tf.cast(buffer_size, tf.int64))
     return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
 
 
@@ -1721,29 +1817,11 @@ def _check_count(start, end, rows, path, expected, block: int):
     return tf.debugging.Assert(ok, [message], summarize=1)
 
 
-_DECODERS: collections.OrderedDict = collections.OrderedDict()  # most recently used last
-_DECODERS_KEPT = 16
-_DECODERS_LOCK = threading.Lock()
-
-
-def _decoder(header: _Header, original_dtypes: bool, batched: bool) -> _Decoder:
-    """The decoder of a schema, shared by every load of that schema in this process: it traces
-    its functions once, where tracing them again would cost tens of milliseconds a load."""
-    key = (header.features, repr(header.structure), header.block_records, original_dtypes,
-           batched)
-    with _DECODERS_LOCK:
-        decoder = _DECODERS.pop(key, None) or _Decoder(header, original_dtypes, batched)
-        _DECODERS[key] = decoder
-        while len(_DECODERS) > _DECODERS_KEPT:
-            _DECODERS.popitem(last=False)
-    return decoder
-
-
 class _Decoder:
     """Parses blocks of records with the header's specs and rebuilds the element structure.
 
     Depends only on the schema (features, structure, block size) and the options, never on
-    files or counts: `decode` and `finish` are traced once and called by every load.
+    files or counts: file paths and counts reach `decode_block` as tensors.
     """
 
     def __init__(self, header: _Header, original_dtypes: bool, batched: bool):
@@ -1770,8 +1848,6 @@ class _Decoder:
         self.specs = {}
         for f in self.features:
             self.specs.update(self._parse_specs(f))
-        self.decode = tf.function(self.decode_block, autograph=False)
-        self.finish = tf.function(self.finish_element, autograph=False)
 
     def _as_bytes(self, feature: _Feature) -> bool:
         """Raw features with original_dtypes=False: their bytes, as the BytesList holds them."""

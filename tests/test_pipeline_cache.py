@@ -1,4 +1,4 @@
-"""Loads of the same schema share one decoder (its functions are traced once per process).
+"""Loads of the same schema and options share one pipeline, traced once per process.
 
 Sharing must never mix up what belongs to one load: file paths, record counts, options.
 """
@@ -22,13 +22,14 @@ def dataset(n: int, key: str = "x") -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices({key: values, "id": np.arange(n)})
 
 
-def decoders_for(tfrecord_path) -> list:
-    header = core._read_header(super_serial.default_header_path(str(tfrecord_path)))
-    return [d for d in core._DECODERS.values()
-            if d.features == header.features and d.block_records == header.block_records]
+def pipelines_for(tfrecord_path, header_path=None) -> list:
+    header = core._read_header(str(header_path or super_serial.default_header_path(
+        str(tfrecord_path))))
+    return [p for p in core._PIPELINES.values() if p.decoder.features == header.features
+            and p.decoder.block_records == header.block_records]
 
 
-def test_files_of_one_schema_share_a_decoder_and_keep_their_own_paths_and_counts(tmp_path):
+def test_files_of_one_schema_share_a_pipeline_and_keep_their_own_paths_and_counts(tmp_path):
     small, large = tmp_path / "small.tfrecord", tmp_path / "large.tfrecord"
     super_serial.save(dataset(5), small)
     super_serial.save(dataset(40), large)
@@ -39,21 +40,21 @@ def test_files_of_one_schema_share_a_decoder_and_keep_their_own_paths_and_counts
     assert_same_elements(dataset(5), super_serial.load(small))
     assert_same_elements(dataset(40), super_serial.load(large))
 
-    assert len(decoders_for(small)) == 1, "one decoder for both loads"
-    assert decoders_for(small) == decoders_for(large)
-    decoder = decoders_for(small)[0]
-    traced = decoder.decode.experimental_get_tracing_count()
+    assert len(pipelines_for(small)) == 1, "one pipeline for both loads"
+    assert pipelines_for(small) == pipelines_for(large)
+    pipeline = pipelines_for(small)[0]
+    function = pipeline.function
     assert_same_elements(dataset(40), super_serial.load(large))
-    assert decoders_for(large) == [decoder], "a new decoder"
-    assert decoder.decode.experimental_get_tracing_count() == traced, "traced again"
+    assert pipelines_for(large) == [pipeline], "a new pipeline"
+    assert pipeline.function is function, "traced again"
 
 
-def test_a_shared_decoder_names_the_file_being_read(tmp_path):
+def test_a_shared_pipeline_names_the_file_being_read(tmp_path):
     good, bad, other = (tmp_path / n for n in ("good.tfrecord", "bad.tfrecord", "o.tfrecord"))
     super_serial.save(dataset(30), good)
     super_serial.save(dataset(30), bad)
     super_serial.save(dataset(20), other)
-    assert_same_elements(dataset(30), super_serial.load(good))  # the decoder exists now
+    assert_same_elements(dataset(30), super_serial.load(good))  # the pipeline exists now
     # bad's header keeps saying 30 records; its file now holds 20 (same schema, size patched).
     bad.write_bytes(other.read_bytes())
     header_path = Path(str(bad) + ".header.yaml")
@@ -68,7 +69,7 @@ def test_a_shared_decoder_names_the_file_being_read(tmp_path):
     assert_same_elements(dataset(30), super_serial.load(good))  # still fine
 
 
-def test_options_get_their_own_decoders(paths):
+def test_options_get_their_own_pipelines(paths):
     super_serial.save(dataset(6), paths[0], paths[1])
     original = super_serial.load(paths[0], paths[1])
     stored = super_serial.load(paths[0], paths[1], original_dtypes=False)
@@ -80,23 +81,24 @@ def test_options_get_their_own_decoders(paths):
     assert_same_elements(dataset(6), original)
     assert_same_elements(dataset(6).batch(4), batched)
     assert [e["x"].numpy() for e in stored.take(1)] == [np.arange(3.0).tobytes()]
+    assert len(pipelines_for(*paths)) == 3
 
 
-def test_decoders_kept_are_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(core, "_DECODERS", core._DECODERS.__class__())
-    monkeypatch.setattr(core, "_DECODERS_KEPT", 2)
+def test_pipelines_kept_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(core, "_PIPELINES", core._PIPELINES.__class__())
+    monkeypatch.setattr(core, "_PIPELINES_KEPT", 2)
     files = []
     for key in ("a", "b", "c"):  # three schemas
         files.append(tmp_path / f"{key}.tfrecord")
         super_serial.save(dataset(3, key), files[-1])
         assert_same_elements(dataset(3, key), super_serial.load(files[-1]))
 
-    assert len(core._DECODERS) == 2
-    assert decoders_for(files[0]) == [], "the least recently used is dropped"
-    assert len(decoders_for(files[1])) == len(decoders_for(files[2])) == 1
+    assert len(core._PIPELINES) == 2
+    assert pipelines_for(files[0]) == [], "the least recently used is dropped"
+    assert len(pipelines_for(files[1])) == len(pipelines_for(files[2])) == 1
 
 
-def test_a_decoder_made_eagerly_serves_a_load_inside_tf_function(paths):
+def test_a_pipeline_made_eagerly_serves_a_load_inside_tf_function(paths):
     super_serial.save(dataset(8), paths[0], paths[1])
     assert_same_elements(dataset(8), super_serial.load(paths[0], paths[1]))
 
@@ -106,3 +108,38 @@ def test_a_decoder_made_eagerly_serves_a_load_inside_tf_function(paths):
             tf.constant(0, tf.int64), lambda acc, e: acc + e["id"])
 
     assert int(total()) == sum(range(8))
+
+
+def test_a_pipeline_first_made_inside_tf_function_serves_eager_loads(tmp_path):
+    path = tmp_path / "inside.tfrecord"
+    super_serial.save(dataset(7, "inside"), path)
+    assert pipelines_for(path) == []
+
+    @tf.function
+    def total():
+        return super_serial.load(path).reduce(tf.constant(0, tf.int64),
+                                              lambda acc, e: acc + e["id"])
+
+    assert int(total()) == sum(range(7))
+    assert len(pipelines_for(path)) == 1
+    assert_same_elements(dataset(7, "inside"), super_serial.load(path))
+
+
+def test_shuffled_files_are_read_by_a_pipeline_built_for_the_load(tmp_path):
+    path = tmp_path / "shuffled.tfrecord"
+    super_serial.save(dataset(12, "shuffled"), path, num_shards=3)
+    loaded = super_serial.load(path, shuffle_files=True, seed=3)
+    assert pipelines_for(path) == [], "a shuffle's seeds are drawn per load: not kept"
+    assert sorted(int(e["id"]) for e in loaded) == list(range(12))
+
+
+def test_block_decoding_is_a_one_device_function(paths):
+    """tf.data's own map functions are instantiated for several devices, which runs grappler
+    over them each time an iterator is made; the mark makes it one device, without grappler."""
+    super_serial.save(dataset(5, "marked"), paths[0], paths[1])
+    assert_same_elements(dataset(5, "marked"), super_serial.load(paths[0], paths[1]))
+    [pipeline] = pipelines_for(*paths)
+    library = pipeline.function.graph.as_graph_def().library.function
+    marked = [f for f in library if f.attr["experimental_ints_on_device"].b]
+    assert len(marked) == 1
+    assert any(node.op == "ParseExampleV2" for node in marked[0].node_def)
