@@ -1048,8 +1048,34 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
     else:
         batched = dataset.batch(batch_records)
         unpack = tf.nest.flatten
-    for batch in batched.prefetch(2):
+    batched = batched.prefetch(2)
+    if not _applies_functions(dataset):
+        batched = batched.with_options(_NO_GRAPH_REWRITES)
+    for batch in batched:
         yield unpack(batch)
+
+
+# tf.data's default graph rewrites (parallelizing maps, fusing them with batches, ...) copy the
+# whole dataset graph each time an iterator is made, constants included: 25 ms for 100 MB of
+# arrays in from_tensor_slices. A pipeline that runs no function gains nothing from them.
+_NO_GRAPH_REWRITES = tf.data.Options()
+_NO_GRAPH_REWRITES.experimental_optimization.apply_default_optimizations = False
+
+
+def _applies_functions(dataset) -> bool:
+    """Whether the pipeline may run a function (a map, filter, interleave, generator...): also
+    when it was made from a variant, which hides its pipeline, or cannot be looked into."""
+    todo = [dataset]
+    try:
+        while todo:
+            dataset = todo.pop()
+            inputs = dataset._inputs()
+            if dataset._functions() or type(dataset).__name__ == "_VariantDataset":
+                return True
+            todo.extend(inputs)
+    except Exception:  # noqa: BLE001 - tf.data internals changed: keep its rewrites
+        return True
+    return False
 
 
 def _rows(leaf) -> int:

@@ -680,6 +680,60 @@ def test_load_is_not_autograph_converted(paths, monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------
+# How save iterates: without tf.data's graph rewrites when the pipeline runs no function
+# --------------------------------------------------------------------------------------------
+
+
+def _through_variant(dataset):
+    return tf.data.experimental.from_variant(tf.data.experimental.to_variant(dataset),
+                                             dataset.element_spec)
+
+
+@pytest.mark.parametrize("make, runs_functions", [
+    (lambda: tf.data.Dataset.from_tensor_slices({"x": np.arange(4)}), False),
+    (lambda: tf.data.Dataset.from_tensors(np.arange(4)).repeat(3), False),
+    (lambda: tf.data.Dataset.range(9).batch(2).take(3).shuffle(2, seed=1), False),
+    (lambda: tf.data.Dataset.zip((tf.data.Dataset.range(3), tf.data.Dataset.range(3))), False),
+    (lambda: tf.data.Dataset.range(4).map(lambda x: x + 1), True),
+    (lambda: tf.data.Dataset.range(4).filter(lambda x: x > 1).batch(2), True),
+    (lambda: tf.data.Dataset.zip((tf.data.Dataset.range(3),
+                                  tf.data.Dataset.range(3).map(lambda x: x * 2))), True),
+    (lambda: tf.data.Dataset.from_generator(lambda: iter([1, 2]), output_signature=(
+        tf.TensorSpec([], tf.int32))), True),
+    (lambda: _through_variant(tf.data.Dataset.range(4)), True),  # hides its pipeline
+], ids=["slices", "tensors", "batch-take-shuffle", "zip", "map", "filter", "zip-map",
+        "generator", "variant"])
+def test_which_pipelines_run_functions(make, runs_functions):
+    assert super_serial.core._applies_functions(make()) is runs_functions
+
+
+def test_a_pipeline_that_cannot_be_looked_into_runs_functions(monkeypatch):
+    dataset = tf.data.Dataset.range(4)
+
+    def broken(self):
+        raise AttributeError("tf.data changed")
+
+    monkeypatch.setattr(type(dataset), "_inputs", broken)
+    assert super_serial.core._applies_functions(dataset) is True
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_save_turns_graph_rewrites_off_only_without_functions(mapped, paths, monkeypatch):
+    dataset = tf.data.Dataset.from_tensor_slices({"x": np.arange(6.0)})
+    if mapped:
+        dataset = dataset.map(lambda e: {"x": e["x"] * 2})
+    options = []
+    with_options = tf.data.Dataset.with_options
+    monkeypatch.setattr(tf.data.Dataset, "with_options",
+                        lambda self, o, name=None: options.append(o) or with_options(self, o))
+
+    super_serial.save(dataset, *paths)
+    assert (super_serial.core._NO_GRAPH_REWRITES in options) is not mapped
+    monkeypatch.undo()
+    assert_same_elements(dataset, super_serial.load(*paths))
+
+
+# --------------------------------------------------------------------------------------------
 # Bad input raises before anything is written
 # --------------------------------------------------------------------------------------------
 
