@@ -1754,20 +1754,12 @@ class _Pipeline:
 
         if reading.one_file:
             return file_blocks(paths[0])
-        @tf.autograph.experimental.do_not_convert
-        def with_file(path, expected):  # path and count are zipped beside its blocks
-            return file_blocks(path, path, expected)
-
         listed = tf.data.Dataset.from_tensor_slices((paths, counts))
         if reading.shuffle_files:
             listed = listed.shuffle(files, seed=seed, reshuffle_each_iteration=True)
-        return listed.interleave(
-            with_file,
-            cycle_length=files if reading.parallel else 1,
-            block_length=1,
-            num_parallel_calls=tf.data.AUTOTUNE if reading.parallel else None,
-            deterministic=reading.deterministic if reading.parallel else None,
-        )
+        return _interleave(listed, lambda path, expected: file_blocks(path, path, expected),
+                           files if reading.parallel else 1, reading.parallel,
+                           reading.deterministic)
 
 
 # tf.data's own map functions are instantiated for several devices: each iterator made runs
@@ -1776,17 +1768,22 @@ class _Pipeline:
 _ONE_DEVICE_FUNCTION = {"experimental_ints_on_device": True}
 
 
-def _map(dataset, fn, captured: tuple, deterministic: bool) -> tf.data.Dataset:
-    """`dataset.map(lambda *x: fn(*x, *captured), tf.data.AUTOTUNE, deterministic)` for a
-    dataset of tensors, with `fn` marked as a one-device function."""
-    inputs = [*tf.nest.flatten(dataset.element_spec),
-              *(tf.TensorSpec(x.shape, x.dtype) for x in captured)]
-    outputs = []
+def _one_device_function(fn, inputs: list):
+    """`fn` traced once, marked one-device, as tf.data calls it: with flat tensors in and out.
+
+    Returns the concrete function and the structure of what `fn` returns: a dataset (given as
+    its variant) or tensors and ragged tensors (ragged ones as their variant encoding, the
+    one tf.data holds them in). Tensors `fn` captures are the function's last inputs
+    (`captured_inputs`), which the dataset op passes as its `other_arguments`.
+    """
+    structure = []
 
     def flat(*args):
         result = fn(*args)
-        outputs.append(tf.nest.map_structure(tf.type_spec_from_value, result))
-        # tf.data holds a ragged component as its variant encoding (RaggedTensorSpec's).
+        if isinstance(result, tf.data.Dataset):
+            structure.append(result.element_spec)
+            return tf.data.experimental.to_variant(result)
+        structure.append(tf.nest.map_structure(tf.type_spec_from_value, result))
         return [tf.raw_ops.RaggedTensorToVariant(
                     rt_nested_splits=x.nested_row_splits, rt_dense_values=x.flat_values,
                     batched_input=False) if isinstance(x, tf.RaggedTensor) else x
@@ -1794,13 +1791,44 @@ def _map(dataset, fn, captured: tuple, deterministic: bool) -> tf.data.Dataset:
 
     function = tf.function(flat, input_signature=inputs, autograph=False,
                            experimental_attributes=_ONE_DEVICE_FUNCTION).get_concrete_function()
+    return function, structure[0]
+
+
+def _map(dataset, fn, captured: tuple, deterministic: bool) -> tf.data.Dataset:
+    """`dataset.map(lambda *x: fn(*x, *captured), tf.data.AUTOTUNE, deterministic)` for a
+    dataset of tensors, with `fn` marked as a one-device function."""
+    function, structure = _one_device_function(fn, [
+        *tf.nest.flatten(dataset.element_spec),
+        *(tf.TensorSpec(x.shape, x.dtype) for x in captured)])
     variant = tf.raw_ops.ParallelMapDatasetV2(
-        input_dataset=tf.data.experimental.to_variant(dataset), other_arguments=list(captured),
+        input_dataset=tf.data.experimental.to_variant(dataset),
+        other_arguments=[*captured, *function.captured_inputs],
         num_parallel_calls=tf.constant(tf.data.AUTOTUNE, tf.int64), f=function,
         output_types=[x.dtype for x in function.outputs],
         output_shapes=[x.shape for x in function.outputs],
         deterministic="true" if deterministic else "false", preserve_cardinality=True)
-    return tf.data.experimental.from_variant(variant, outputs[0])
+    return tf.data.experimental.from_variant(variant, structure)
+
+
+def _interleave(dataset, fn, cycle_length, parallel: bool, deterministic: bool):
+    """`dataset.interleave(fn, cycle_length, block_length=1)` for a dataset of tensors, `fn`
+    giving datasets of tensors; in parallel (`num_parallel_calls=AUTOTUNE`) or in order.
+    `fn` is marked as a one-device function."""
+    function, structure = _one_device_function(fn, tf.nest.flatten(dataset.element_spec))
+    specs = tf.nest.flatten(structure)
+    common = dict(input_dataset=tf.data.experimental.to_variant(dataset),
+                  other_arguments=function.captured_inputs,
+                  cycle_length=tf.cast(cycle_length, tf.int64),
+                  block_length=tf.constant(1, tf.int64), f=function,
+                  output_types=[s.dtype for s in specs], output_shapes=[s.shape for s in specs])
+    if parallel:
+        autotune = tf.constant(tf.data.AUTOTUNE, tf.int64)
+        variant = tf.raw_ops.ParallelInterleaveDatasetV4(
+            **common, buffer_output_elements=autotune, prefetch_input_elements=autotune,
+            num_parallel_calls=autotune, deterministic="true" if deterministic else "false")
+    else:
+        variant = tf.raw_ops.InterleaveDataset(**common)
+    return tf.data.experimental.from_variant(variant, structure)
 
 
 # Two datasets built from their raw ops: the Python classes add a function (a flat_map over

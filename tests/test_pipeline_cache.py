@@ -143,3 +143,16 @@ def test_block_decoding_is_a_one_device_function(paths):
     marked = [f for f in library if f.attr["experimental_ints_on_device"].b]
     assert len(marked) == 1
     assert any(node.op == "ParseExampleV2" for node in marked[0].node_def)
+
+
+def test_reading_shards_is_a_one_device_function_too(tmp_path):
+    path = tmp_path / "sharded.tfrecord"
+    super_serial.save(dataset(30, "sharded"), path, num_shards=3)
+    assert_same_elements(dataset(30, "sharded"), super_serial.load(path))
+    [pipeline] = pipelines_for(path)
+    library = pipeline.function.graph.as_graph_def().library.function
+    marked = [f for f in library if f.attr["experimental_ints_on_device"].b]
+    ops = [{node.op for node in f.node_def} for f in marked]
+    assert len(marked) == 2
+    assert any("ParseExampleV2" in o for o in ops), "block decoding"
+    assert any("TFRecordDataset" in o for o in ops), "a shard's blocks"
