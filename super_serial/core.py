@@ -1126,19 +1126,25 @@ class _TFRecordFile:
 
 class _FramedFile:
     def __init__(self, path: str):
-        # Local files get os.writev, straight from the records without a joined copy; other
-        # filesystems (and systems without writev) GFile.
+        # Local files get os.pwritev, straight from the records without a joined copy, each
+        # batch at its offset (so that two threads can write one file); other filesystems
+        # (and systems without pwritev) GFile, in order.
         local = "://" not in path or path.startswith("file://")
         self.fd = os.open(path.removeprefix("file://"), _NEW_FILE_FLAGS, 0o666) if (
-            local and hasattr(os, "writev")) else None
+            local and hasattr(os, "pwritev")) else None
         self.file = tf.io.gfile.GFile(path, "wb") if self.fd is None else None
         if self.file is not None:
             self.file.write(b"")  # creates the file now, as TFRecordWriter does
+        self.size = 0  # bytes prepared so far: where the next prepared batch goes
 
-    def prepare(self, records: list) -> list:
-        return _frame(records) if records else []
+    def prepare(self, records: list):
+        pieces = _frame(records) if records else []
+        offset = self.size
+        self.size += sum(map(len, pieces))
+        return offset, pieces
 
-    def write(self, pieces: list):
+    def write(self, prepared):
+        offset, pieces = prepared
         if not pieces:
             return
         if self.fd is None:
@@ -1146,11 +1152,14 @@ class _FramedFile:
             return
         for start in range(0, len(pieces), _IOV_MAX):
             chunk = pieces[start:start + _IOV_MAX]
-            written = os.writev(self.fd, chunk)
-            if written < sum(map(len, chunk)):  # short write: the rest one call at a time
+            size = sum(map(len, chunk))
+            written = os.pwritev(self.fd, chunk, offset)
+            if written < size:  # short write: the rest one call at a time
                 rest = memoryview(b"".join(chunk))[written:]
                 while rest:
-                    rest = rest[os.write(self.fd, rest):]
+                    rest = rest[os.pwrite(self.fd, rest, offset + written):]
+                    written = size - len(rest)
+            offset += size
 
     def close(self):  # closing twice is fine, as for TFRecordWriter
         if self.file is not None:
@@ -1161,6 +1170,7 @@ class _FramedFile:
 
 
 _WRITER_THREADS = 4  # at most, however many shards
+_ONE_FILE_THREADS = 2
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 _IOV_MAX = 1024  # POSIX guarantees at least 16; Linux and macOS allow 1024
 
@@ -1240,8 +1250,13 @@ class _RecordFiles:
         # Writer threads (compression, checksums and writes give up the GIL, so shards are
         # written in parallel) while the main thread encodes; thread i writes the shards
         # i, i + threads, ... Each queue holds at most two batches' worth for its thread.
-        threads = 1 if shard_size else min(num_shards, _WRITER_THREADS)
-        self._queues = [queue.Queue(maxsize=2) for _ in range(threads)]
+        threads, depth = (1 if shard_size else min(num_shards, _WRITER_THREADS)), 2
+        if threads == 1 and not shard_size and getattr(self.writers[0], "fd", None):
+            # One file written at known offsets: its batches alternate between two threads,
+            # whose kernel copies overlap; a batch queued each, as one thread queues two.
+            threads, depth = _ONE_FILE_THREADS, 1
+        self._batches = 0
+        self._queues = [queue.Queue(maxsize=depth) for _ in range(threads)]
         self._error: BaseException | None = None
         self._aborted = False
         self._threads = [threading.Thread(target=self._drain, args=(lane,), daemon=True,
@@ -1266,11 +1281,13 @@ class _RecordFiles:
             work: list[list] = [[] for _ in self._queues]
             for shard, part in enumerate(self._deal(records, first_index)):
                 if part:  # one write per file and batch: fewer GIL hand-overs
-                    work[shard % len(work)].append((shard, self.writers[shard].prepare(part)))
+                    lane = (shard if len(self.writers) > 1 else self._batches) % len(work)
+                    work[lane].append((shard, self.writers[shard].prepare(part)))
                     self.counts[shard] += len(part)
             for lane, items in enumerate(work):
                 if items:
                     self._queues[lane].put(items)
+            self._batches += 1
         self.bytes_written += sum(map(_record_size, records))
 
     def _deal(self, records: list, first_index: int) -> list:

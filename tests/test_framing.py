@@ -3,6 +3,8 @@ tf.io.TFRecordWriter, which it falls back to otherwise."""
 
 from __future__ import annotations
 
+import collections
+import threading
 from pathlib import Path
 
 import google_crc32c
@@ -23,12 +25,15 @@ def tfrecordwriter_bytes(records: list, path: Path) -> bytes:
     return path.read_bytes()
 
 
-def framed_bytes(records: list, path, batches: int = 1) -> bytes:
-    """What _FramedFile writes at `path` (a local path, or a tf.io.gfile URL)."""
+def framed_bytes(records: list, path, batches: int = 1, backwards: bool = False) -> bytes:
+    """What _FramedFile writes at `path` (a local path, or a tf.io.gfile URL); `backwards`
+    writes the prepared batches last first (each goes to its own offset)."""
     writer = core._FramedFile(str(path))
     step = max(1, -(-len(records) // batches))
-    for start in range(0, len(records), step):
-        writer.write(writer.prepare(records[start:start + step]))
+    prepared = [writer.prepare(records[start:start + step])
+                for start in range(0, len(records), step)]
+    for batch in reversed(prepared) if backwards else prepared:
+        writer.write(batch)
     writer.close()
     with tf.io.gfile.GFile(str(path), "rb") as f:
         return f.read()
@@ -50,6 +55,7 @@ def test_frame_matches_tfrecordwriter(tmp_path, records):
     expected = tfrecordwriter_bytes(records, tmp_path / "reference")
     assert framed_bytes(records, tmp_path / "framed") == expected
     assert framed_bytes(records, tmp_path / "framed3", batches=3) == expected
+    assert framed_bytes(records, tmp_path / "backwards", batches=3, backwards=True) == expected
     assert framed_bytes(records, f"ram://{tmp_path}/framed") == expected  # through GFile
 
 
@@ -61,23 +67,23 @@ def test_more_pieces_than_one_writev_takes(tmp_path):
 
 
 def test_short_writes_are_completed(tmp_path, monkeypatch):
-    real_writev, real_write, calls = core.os.writev, core.os.write, []
+    real_pwritev, real_pwrite, calls = core.os.pwritev, core.os.pwrite, []
 
-    def short_writev(fd, buffers):  # writes only part of what it is given, like a full pipe
-        calls.append("writev")
+    def short_pwritev(fd, buffers, offset):  # writes only part of what it is given
+        calls.append("pwritev")
         data = b"".join(buffers)
-        return real_writev(fd, [data[:max(1, len(data) // 3)]])
+        return real_pwritev(fd, [data[:max(1, len(data) // 3)]], offset)
 
-    def short_write(fd, data):
-        calls.append("write")
-        return real_write(fd, bytes(data[:max(1, len(data) // 2)]))
+    def short_pwrite(fd, data, offset):
+        calls.append("pwrite")
+        return real_pwrite(fd, bytes(data[:max(1, len(data) // 2)]), offset)
 
-    monkeypatch.setattr(core.os, "writev", short_writev)
-    monkeypatch.setattr(core.os, "write", short_write)
+    monkeypatch.setattr(core.os, "pwritev", short_pwritev)
+    monkeypatch.setattr(core.os, "pwrite", short_pwrite)
     records = [np.random.default_rng(i).bytes(1000 + i) for i in range(40)]
     expected = tfrecordwriter_bytes(records, tmp_path / "reference")
-    assert framed_bytes(records, tmp_path / "framed", batches=2) == expected
-    assert calls.count("writev") == 2 and calls.count("write") > 2
+    assert framed_bytes(records, tmp_path / "framed", batches=2, backwards=True) == expected
+    assert calls.count("pwritev") == 2 and calls.count("pwrite") > 2
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -155,6 +161,26 @@ def test_save_writes_the_same_files_either_way(tmp_path, monkeypatch, name, layo
     for file_name in names:
         assert (framed / file_name).read_bytes() == (fallback / file_name).read_bytes(), file_name
     assert_same_elements(make(n), load(str(framed / "data.tfrecord")))
+
+
+def test_one_file_is_written_by_two_threads_batch_by_batch(tmp_path, monkeypatch):
+    monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 16 << 10)  # many batches
+    monkeypatch.setattr(core, "_TARGET_BATCH_BYTES", 64 << 10)
+    writes, real_write = collections.Counter(), core._FramedFile.write
+
+    def write(self, prepared):
+        writes[threading.current_thread().name] += 1
+        real_write(self, prepared)
+
+    monkeypatch.setattr(core._FramedFile, "write", write)
+    framed, fallback = tmp_path / "framed.tfrecord", tmp_path / "fallback.tfrecord"
+    save(images(700), str(framed))
+    assert sorted(writes) == ["super_serial-writer-0", "super_serial-writer-1"], writes
+    assert min(writes.values()) >= 5, writes
+    monkeypatch.setattr(core, "google_crc32c", None)
+    save(images(700), str(fallback))
+    assert framed.read_bytes() == fallback.read_bytes()
+    assert_same_elements(images(700), load(str(framed)))
 
 
 class Spy:
