@@ -1025,8 +1025,9 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
     """Batches of the dataset as lists of components (one per feature) ready to encode.
 
     Components whose only unknown dim is the first are batched as ragged tensors, which keeps
-    their shapes. Other components of unknown shape are flattened first, with their shapes
-    beside them, so that every dim (a 7 after a 0, say) keeps its exact extent.
+    their shapes (ragged components of ragged rank 0 batch as those by themselves). Other
+    components of unknown shape are flattened first, with their shapes beside them, so that
+    every dim (a 7 after a 0, say) keeps its exact extent.
     """
     if any(f.kind == "varshape" and None in f.shape[1:] for f in features):
         is_tuple = isinstance(dataset.element_spec, tuple)
@@ -1042,8 +1043,8 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
         batched = dataset.map(flatten, num_parallel_calls=tf.data.AUTOTUNE)
         batched = batched.ragged_batch(batch_records)
         unpack = list
-    elif any(f.kind == "varshape" for f in features):
-        batched = dataset.ragged_batch(batch_records)
+    elif any(f.kind == "varshape" and not f.ragged for f in features):
+        batched = dataset.ragged_batch(batch_records)  # maps every element: only when needed
         unpack = tf.nest.flatten
     else:
         batched = dataset.batch(batch_records)
