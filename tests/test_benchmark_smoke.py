@@ -90,3 +90,16 @@ def test_memory_mode_reports_peak_rss_growth(tmp_path):
         assert int(row["bytes on disk"].replace(",", "")) >= 0.01 * 2**30
         assert int(row["peak RSS growth MB"]) >= 0
     assert re.search(r"^super_serial: peak RSS growth -?\d+ MB \(target < 400 MB\)", stdout, re.M)
+
+
+def test_schema_benchmark_runs_at_tiny_scale():
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "schemas.py"), "--elements", "40",
+         "--repeats", "1"],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows = [line for line in result.stdout.splitlines()
+            if re.search(r"(\s+\d+\.\d\d){3}$", line)]
+    assert len(rows) == 5, result.stdout
+    assert any(row.startswith("float32 [2, None]") for row in rows), result.stdout

@@ -1,0 +1,110 @@
+"""super_serial against tf.data.Dataset.save/load on schemas beyond bench.py's two workloads.
+
+Each schema (ragged, mixed dtypes, float64, dense components of unknown shape) is saved by both
+and loaded by both, alternately in one process; a load iterates ``.batch(512)``, or
+``.ragged_batch(512)`` where dense shapes vary (both sides pay that). Prints medians and the
+ratios super_serial / tf.data (<= 1.0 is better), also for ``load(..., batch_size=512)``.
+
+Usage::
+
+    python benchmarks/schemas.py                 # 20,000 elements per schema, 7 runs
+    python benchmarks/schemas.py --elements 100 --repeats 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import super_serial  # noqa: E402
+
+
+def schemas(n: int) -> dict:
+    """name -> (dataset, whether its dense shapes vary); cached, so the source costs little."""
+    rng = np.random.default_rng(0)
+
+    def varying(spec_shape, shape_of) -> tf.data.Dataset:
+        return tf.data.Dataset.from_generator(
+            lambda: (np.zeros(shape_of(i), np.float32) for i in range(n)),
+            output_signature=tf.TensorSpec(spec_shape, tf.float32))
+
+    made = {
+        '{"x": float64[3], "r": ragged int64 [None]}': (tf.data.Dataset.from_tensor_slices(
+            {"x": rng.random((n, 3)),
+             "r": tf.ragged.constant([[1] * (i % 5) for i in range(n)], tf.int64)}), False),
+        "(uint8[4], string, float16)": (tf.data.Dataset.from_tensor_slices((
+            rng.integers(0, 5, (n, 4)).astype(np.uint8),
+            np.array([b"x" * (i % 7) for i in range(n)]),
+            rng.random(n).astype(np.float16))), False),
+        '{"v": float64[16]}': (tf.data.Dataset.from_tensor_slices({"v": rng.random((n, 16))}),
+                               False),
+        "float32 [None, 2]": (varying([None, 2], lambda i: (i % 3 + 1, 2)), True),
+        "float32 [2, None]": (varying([2, None], lambda i: (2, i % 3 + 1)), True),
+    }
+    return {name: (dataset.cache(), varies) for name, (dataset, varies) in made.items()}
+
+
+def iterate(dataset, varying: bool) -> None:
+    for _ in dataset.ragged_batch(512) if varying else dataset.batch(512):
+        pass
+
+
+def measure(dataset, varying: bool, work: Path, repeats: int) -> dict:
+    """Median seconds of each operation, the contenders alternating within each repeat."""
+    ours, theirs = str(work / "data.tfrecord"), str(work / "tfdata")
+    iterate(dataset, varying)  # fill the cache
+    runs = {
+        "save super_serial": lambda: super_serial.save(dataset, ours),
+        "save tf.data": lambda: (shutil.rmtree(theirs, ignore_errors=True),
+                                 dataset.save(theirs)),
+        "load super_serial": lambda: iterate(super_serial.load(ours), varying),
+        "load tf.data": lambda: iterate(tf.data.Dataset.load(theirs), varying),
+        "load batch_size=512": lambda: [b for b in super_serial.load(ours, batch_size=512)],
+    }
+    times: dict = {name: [] for name in runs}
+    for run in runs.values():  # once untimed: traces and first-time costs out of the way
+        run()
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--elements", type=int, default=20_000, help="per schema")
+    parser.add_argument("--repeats", type=int, default=7, help="runs per operation")
+    args = parser.parse_args(argv)
+    print(f"{args.elements:,} elements per schema, medians of {args.repeats} runs, "
+          f"tensorflow {tf.__version__}, {os.cpu_count()} cpus")
+    header = ("schema", "save", "load", "load(batch_size=512)")
+    print(f"{header[0]:46s} {header[1]:>6s} {header[2]:>6s} {header[3]:>21s}")
+    for name, (dataset, varying) in schemas(args.elements).items():
+        work = Path(tempfile.mkdtemp(prefix="schemas-"))
+        try:
+            m = measure(dataset, varying, work, args.repeats)
+        finally:
+            shutil.rmtree(work)
+        save = m["save super_serial"] / m["save tf.data"]
+        load = m["load super_serial"] / m["load tf.data"]
+        batched = m["load batch_size=512"] / m["load tf.data"]
+        print(f"{name:46s} {save:6.2f} {load:6.2f} {batched:21.2f}")
+    print("ratios: super_serial median / tf.data median (<= 1.0 is better)")
+
+
+if __name__ == "__main__":
+    main()
