@@ -1944,8 +1944,8 @@ class _Decoder:
 
     @tf.autograph.experimental.do_not_convert
     def decode_block(self, index, serialized, path, expected):
-        # Every op here is paid again each time an iterator is made (tf.data optimizes the
-        # function then): ops are shared where they can be.
+        # Every op here is paid again each time an iterator is made (the function's kernels
+        # are made then): ops are shared where they can be.
         rows = tf.size(serialized, out_type=tf.int64)
         start = index * self.block_records  # file position of the block's first record
         end = start + rows
