@@ -1109,6 +1109,8 @@ def _record_writer(path: str, compression: str | None):
 
 
 class _TFRecordFile:
+    positional = False  # writes go in order
+
     def __init__(self, path: str, compression: str | None):
         options = tf.io.TFRecordOptions(compression_type=compression or "")
         self.writer = tf.io.TFRecordWriter(path, options)
@@ -1136,6 +1138,7 @@ class _FramedFile:
         self.file = tf.io.gfile.GFile(path, "wb") if self.fd is None else None
         if self.file is not None:
             self.file.write(b"")  # creates the file now, as TFRecordWriter does
+        self.positional = self.file is None  # batches may be written in any order
         self.size = 0  # bytes prepared so far: where the next prepared batch goes
 
     def prepare(self, records: list):
@@ -1252,7 +1255,7 @@ class _RecordFiles:
         # written in parallel) while the main thread encodes; thread i writes the shards
         # i, i + threads, ... Each queue holds at most two batches' worth for its thread.
         threads, depth = (1 if shard_size else min(num_shards, _WRITER_THREADS)), 2
-        if threads == 1 and not shard_size and getattr(self.writers[0], "fd", None):
+        if threads == 1 and not shard_size and getattr(self.writers[0], "positional", False):
             # One file written at known offsets: its batches alternate between two threads,
             # whose kernel copies overlap; a batch queued each, as one thread queues two.
             threads, depth = _ONE_FILE_THREADS, 1
@@ -1707,7 +1710,6 @@ class _Pipeline:
     def __init__(self, header: _Header, original_dtypes: bool, reading: _Reading):
         self.decoder = _Decoder(header, original_dtypes, batched=reading.batch_size is not None)
         self.header = header
-        self.original = original_dtypes
         self.reading = reading
         self.function = self.element_spec = None
 
@@ -1741,7 +1743,7 @@ class _Pipeline:
         if any(decoder.variant):  # the same tensors, seen with their RaggedTensorSpec again
             dataset = tf.data.experimental.from_variant(
                 tf.data.experimental.to_variant(dataset), structure=decoder.pack(
-                    [f.spec(self.original) for f in self.header.features]))
+                    [f.spec(decoder.original) for f in decoder.features]))
         if reading.batch_size is not None:
             dataset = dataset.ragged_batch(reading.batch_size,
                                            drop_remainder=reading.drop_remainder)

@@ -29,6 +29,11 @@ def pipelines_for(tfrecord_path, header_path=None) -> list:
             and p.decoder.block_records == header.block_records]
 
 
+def one_device_functions(pipeline) -> list:
+    library = pipeline.function.graph.as_graph_def().library.function
+    return [f for f in library if f.attr["experimental_ints_on_device"].b]
+
+
 def test_files_of_one_schema_share_a_pipeline_and_keep_their_own_paths_and_counts(tmp_path):
     small, large = tmp_path / "small.tfrecord", tmp_path / "large.tfrecord"
     super_serial.save(dataset(5), small)
@@ -139,8 +144,7 @@ def test_block_decoding_is_a_one_device_function(paths):
     super_serial.save(dataset(5, "marked"), paths[0], paths[1])
     assert_same_elements(dataset(5, "marked"), super_serial.load(paths[0], paths[1]))
     [pipeline] = pipelines_for(*paths)
-    library = pipeline.function.graph.as_graph_def().library.function
-    marked = [f for f in library if f.attr["experimental_ints_on_device"].b]
+    marked = one_device_functions(pipeline)
     assert len(marked) == 1
     assert any(node.op == "ParseExampleV2" for node in marked[0].node_def)
 
@@ -150,8 +154,7 @@ def test_reading_shards_is_a_one_device_function_too(tmp_path):
     super_serial.save(dataset(30, "sharded"), path, num_shards=3)
     assert_same_elements(dataset(30, "sharded"), super_serial.load(path))
     [pipeline] = pipelines_for(path)
-    library = pipeline.function.graph.as_graph_def().library.function
-    marked = [f for f in library if f.attr["experimental_ints_on_device"].b]
+    marked = one_device_functions(pipeline)
     ops = [{node.op for node in f.node_def} for f in marked]
     assert len(marked) == 2
     assert any("ParseExampleV2" in o for o in ops), "block decoding"
