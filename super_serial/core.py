@@ -2006,7 +2006,8 @@ class _Decoder:
             if f.ragged:  # ragged rank 0: a batch of them is ragged in its second dim
                 splits_dtype = tf.as_dtype(f.row_splits_dtype)
                 return tf.RaggedTensor.from_uniform_row_length(
-                    tf.reshape(values, [-1, *f.shape[1:]]), tf.constant(f.shape[0], splits_dtype))
+                    tf.reshape(values, [tf.shape(values)[0] * f.shape[0], *f.shape[1:]]),
+                    tf.constant(f.shape[0], splits_dtype))
             return values
         if f.encoding == "raw":
             values = _decode_raw_ragged(f, values, path)
@@ -2023,7 +2024,9 @@ class _Decoder:
                 values.flat_values, tf.equal(counts, values.row_lengths()), path, f,
                 "the number of values does not match the stored shape", found=values.row_lengths()))
             if self.whole_blocks or f.ragged:  # [rows, None, *inner] like ragged_batch
-                inner = tf.reshape(values.flat_values, [-1, *f.shape[1:]])
+                # rows counted, not inferred (-1): inner dims may be 0
+                inner = tf.reshape(values.flat_values,
+                                   [tf.reduce_sum(shapes[:, 0]), *f.shape[1:]])
                 lengths = tf.cast(shapes[:, 0], tf.as_dtype(f.row_splits_dtype))
                 return tf.RaggedTensor.from_row_lengths(inner, lengths, validate=False)
             return values, shapes

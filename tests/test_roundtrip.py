@@ -224,6 +224,8 @@ UNKNOWN_SHAPES = {
     "None,2,None": ([None, 2, None], [(0, 2, 0), (1, 2, 3), (2, 2, 1)]),
     "all-empty-None": ([None], [(0,), (0,), (0,)]),
     "all-empty-None,None": ([None, None], [(0, 7), (3, 0), (0, 0)]),
+    "2,None,3": ([2, None, 3], [(2, 0, 3), (2, 4, 3), (2, 1, 3)]),
+    "None,0": ([None, 0], [(2, 0), (0, 0), (5, 0)]),
 }
 VARSHAPE_DTYPES = ["bool", "int8", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
                    "float64", "complex128", "string"]
@@ -241,6 +243,17 @@ def test_unknown_dims(case, paths):
     assert loaded.element_spec == spec
     assert_same_features(dataset, loaded)
     assert [tuple(e["float64"].shape) for e in loaded] == shapes
+
+
+@pytest.mark.parametrize("case", list(UNKNOWN_SHAPES))
+def test_unknown_dims_batch_size_is_ragged_batch(case, paths):
+    spec_shape, shapes = UNKNOWN_SHAPES[case]
+    elements = [{"x": make_values("float32", shape, i), "s": make_values("string", shape, i)}
+                for i, shape in enumerate(shapes)]
+    dataset = generated(elements, {"x": tf.TensorSpec(spec_shape, tf.float32),
+                                   "s": tf.TensorSpec(spec_shape, tf.string)})
+    super_serial.save(dataset, *paths)
+    assert_same_elements(dataset.ragged_batch(2), super_serial.load(*paths, batch_size=2))
 
 
 def test_unknown_dims_bare_tensor(paths):
@@ -848,3 +861,13 @@ def test_not_a_dataset(tmp_path, paths):
     with pytest.raises(TypeError, match="tf.data.Dataset"):
         super_serial.save({"x": np.zeros(3)}, *paths)
     _nothing_written(tmp_path)
+
+
+def test_batch_size_ragged_rank_0_with_a_zero_dim(paths):
+    """A batch of them is reshaped to rows of [0]: their number cannot be left to -1."""
+    ragged = tf.RaggedTensor.from_uniform_row_length(tf.zeros([6, 0], tf.int32), 2)
+    dataset = tf.data.Dataset.from_tensor_slices({"r": ragged, "x": tf.range(3)})
+    assert dataset.element_spec["r"] == tf.RaggedTensorSpec([2, 0], tf.int32, 0)
+    super_serial.save(dataset, *paths)
+    assert_same_elements(dataset.batch(2), super_serial.load(*paths, batch_size=2))
+    assert_same_elements(dataset, super_serial.load(*paths))
