@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import functools
 import math
 import os
 import queue
@@ -807,12 +808,16 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
             values, shapes = leaf
             flat, splits, shapes = _numpy(values.flat_values), values.row_splits.numpy(), \
                 shapes.numpy()
-        else:  # a ragged batch whose only ragged dim is the first
-            inner = feature.shape[1:]
-            flat, splits = _numpy(leaf.flat_values), leaf.row_splits.numpy() * math.prod(inner)
-            shapes = np.empty((len(splits) - 1, len(feature.shape)), np.int64)
-            shapes[:, 0] = np.diff(leaf.row_splits.numpy())
-            shapes[:, 1:] = inner
+        else:  # a ragged batch with one unknown dim: its rows, or given by its flat values
+            flat, row_splits = _numpy(leaf.flat_values), leaf.row_splits.numpy()
+            splits = row_splits * math.prod(flat.shape[1:])
+            shapes = np.array([d or 0 for d in feature.shape], np.int64)[None].repeat(rows, 0)
+            unknown = feature.shape.index(None)
+            if unknown == 0:
+                shapes[:, 0] = np.diff(row_splits)
+            else:  # values flattened (`_sized_dim`): known dims are not 0
+                shapes[:, unknown] = np.diff(splits) // math.prod(
+                    d for d in feature.shape if d is not None)
         return {
             feature.name: (feature.encoding, flat.reshape(-1), splits),
             feature.shape_key: ("int64", shapes.reshape(-1), None),
@@ -1024,36 +1029,68 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
 def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
     """Batches of the dataset as lists of components (one per feature) ready to encode.
 
-    Components whose only unknown dim is the first are batched as ragged tensors, which keeps
-    their shapes (ragged components of ragged rank 0 batch as those by themselves). Other
-    components of unknown shape are flattened first, with their shapes beside them, so that
-    every dim (a 7 after a 0, say) keeps its exact extent.
+    Dense components of unknown shape are batched as ragged tensors, as `ragged_batch` does
+    but without its per-element tf.data map. Those with an unknown dim besides the first are
+    flattened first, with their shapes beside them, so that every dim (a 7 after a 0, say)
+    keeps its exact extent. Ragged components of ragged rank 0 batch as ragged by themselves.
     """
-    if any(f.kind == "varshape" and None in f.shape[1:] for f in features):
-        is_tuple = isinstance(dataset.element_spec, tuple)
-
-        def flatten(*element):
-            leaves = tf.nest.flatten(element if is_tuple else element[0])
-            return tuple(
-                (tf.reshape(x, [-1]), tf.shape(x, out_type=tf.int64))
-                if f.kind == "varshape" else x
-                for f, x in zip(features, leaves)
-            )
-
-        batched = dataset.map(flatten, num_parallel_calls=tf.data.AUTOTUNE)
-        batched = batched.ragged_batch(batch_records)
+    specs = tf.nest.flatten(dataset.element_spec)
+    if any(f.kind == "varshape" and not f.ragged for f in features):
+        function, structure = _flattening(tuple(specs), tuple(features))
+        mapped = _map_inline(dataset, function, structure)
+        # A parallel batch, which map_and_batch_fusion leaves apart from the map before it
+        batched = mapped.batch(batch_records, num_parallel_calls=tf.data.AUTOTUNE,
+                               deterministic=True)
         unpack = list
-    elif any(f.kind == "varshape" and not f.ragged for f in features):
-        batched = dataset.ragged_batch(batch_records)  # maps every element: only when needed
-        unpack = tf.nest.flatten
     else:
-        batched = dataset.batch(batch_records)
-        unpack = tf.nest.flatten
+        batched, unpack = dataset.batch(batch_records), tf.nest.flatten
     batched = batched.prefetch(2)
-    if not _applies_functions(dataset):
+    if not _applies_functions(dataset):  # the map above needs none of them
         batched = batched.with_options(_NO_GRAPH_REWRITES)
     for batch in batched:
         yield unpack(batch)
+
+
+@functools.lru_cache(maxsize=16)
+def _flattening(specs: tuple, features: tuple):
+    """The traced function (and the structure it gives) that `_batches_for_encoding` maps
+    over the elements' flat tensors. A dense component of unknown shape becomes a ragged row:
+    the tensor itself if only its first dim is unknown, else its values flattened, with its
+    shape beside them unless the number of values tells it (`_sized_dim`)."""
+    def flatten(*tensors):
+        out = []
+        for f, x in zip(features, tensors):
+            if f.kind != "varshape" or f.ragged:
+                out.append(x)
+            elif _sized_dim(f) == 0:
+                out.append(_ragged_rank_0_variant(x))
+            else:
+                out.append(_ragged_rank_0_variant(tf.reshape(x, [-1])))
+                if _sized_dim(f) is None:
+                    out.append(tf.shape(x, out_type=tf.int64))
+        return out
+
+    structure = []
+    for f, s in zip(features, specs):
+        if f.kind != "varshape" or f.ragged:
+            structure.append(s)
+        elif _sized_dim(f) == 0:
+            structure.append(tf.RaggedTensorSpec(s.shape, s.dtype, 0, tf.int64))
+        elif _sized_dim(f) is not None:
+            structure.append(tf.RaggedTensorSpec([None], s.dtype, 0, tf.int64))
+        else:
+            structure.append((tf.RaggedTensorSpec([None], s.dtype, 0, tf.int64),
+                              tf.TensorSpec([len(f.shape)], tf.int64)))
+    return _inline_function(flatten, _flat_specs(specs)), tuple(structure)
+
+
+def _sized_dim(feature: _Feature) -> int | None:
+    """The unknown dim of a shape whose number of values gives it: its only unknown dim,
+    after known dims that are not 0."""
+    unknown = [axis for axis, d in enumerate(feature.shape) if d is None]
+    if len(unknown) == 1 and 0 not in feature.shape:
+        return unknown[0]
+    return None
 
 
 # tf.data's default graph rewrites (parallelizing maps, fusing them with batches, ...) copy the
@@ -1292,7 +1329,8 @@ class _RecordFiles:
                 if items:
                     self._queues[lane].put(items)
             self._batches += 1
-        self.bytes_written += sum(map(_record_size, records))
+        self.bytes_written += sum(map(len if type(records[0]) is bytes else _record_size,
+                                      records))
 
     def _deal(self, records: list, first_index: int) -> list:
         """The records of each shard: block b (of block_records) goes to shard b % shards."""
@@ -1827,6 +1865,45 @@ def _map(dataset, fn, captured: tuple, deterministic: bool) -> tf.data.Dataset:
         output_types=[x.dtype for x in function.outputs],
         output_shapes=[x.shape for x in function.outputs],
         deterministic="true" if deterministic else "false", preserve_cardinality=True)
+    return tf.data.experimental.from_variant(variant, structure)
+
+
+def _flat_specs(structure) -> list:
+    """The tensors tf.data holds an element of `structure` as: a ragged tensor is one variant."""
+    return [s if isinstance(s, tf.TensorSpec) else tf.TensorSpec(None, tf.variant)
+            for s in tf.nest.flatten(structure)]
+
+
+def _ragged_rank_0_variant(values):
+    """How tf.data holds `values` as a component of RaggedTensorSpec(ragged_rank=0): a batch
+    of such components is a ragged tensor whose rows are the `values`."""
+    return tf.raw_ops.RaggedTensorToVariant(rt_nested_splits=[], rt_dense_values=values,
+                                            batched_input=False)
+
+
+def _inline_function(fn, inputs: list):
+    """`fn` of flat tensors traced for `_map_inline`, marked one-device (see `_map`)."""
+    return tf.function(fn, input_signature=inputs, autograph=False,
+                       experimental_attributes=_ONE_DEVICE_FUNCTION).get_concrete_function()
+
+
+def _map_inline(dataset, function, structure) -> tf.data.Dataset:
+    """`dataset.map(function)` for a cheap function, run in the thread that asks for each
+    element.
+
+    `function` (from `_inline_function`) takes and gives the elements' flat tensors
+    (`_flat_specs`); `structure` is the spec of what it gives. tf.data's own map sends each
+    element to other threads (and each op too, with inter-op parallelism): about 20 us an
+    element on 2 cores, ten times what a few reshapes cost. `force_synchronous` keeps
+    map_parallelization off this map; callers must not batch it directly, which
+    map_and_batch_fusion would turn into such a map again.
+    """
+    variant = tf.raw_ops.MapDataset(
+        input_dataset=tf.data.experimental.to_variant(dataset),
+        other_arguments=function.captured_inputs, f=function,
+        output_types=[x.dtype for x in function.outputs],
+        output_shapes=[x.shape for x in function.outputs],
+        use_inter_op_parallelism=False, preserve_cardinality=True, force_synchronous=True)
     return tf.data.experimental.from_variant(variant, structure)
 
 
