@@ -1773,19 +1773,22 @@ class _Pipeline:
         # between threads, which costs more than unbatching them where they are consumed.
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
         if decoder.whole_blocks:
-            return dataset.rebatch(reading.batch_size, drop_remainder=reading.drop_remainder)
-        dataset = _unbatch(dataset)
-        if decoder.element_map:
-            dataset = dataset.map(decoder.finish_element, num_parallel_calls=tf.data.AUTOTUNE,
-                                  deterministic=reading.deterministic)
-        if any(decoder.variant):  # the same tensors, seen with their RaggedTensorSpec again
-            dataset = tf.data.experimental.from_variant(
-                tf.data.experimental.to_variant(dataset), structure=decoder.pack(
-                    [f.spec(decoder.original) for f in decoder.features]))
+            dataset = dataset.rebatch(reading.batch_size, drop_remainder=reading.drop_remainder)
+        else:
+            dataset = _unbatch(dataset)
+            if decoder.element_map:
+                dataset = _map_inline(dataset, *decoder.finishing(dataset.element_spec))
+            if reading.batch_size is not None:  # batches as Dataset.ragged_batch gives them
+                dataset = dataset.batch(reading.batch_size, reading.drop_remainder,
+                                        num_parallel_calls=tf.data.AUTOTUNE,
+                                        deterministic=reading.deterministic)
+        # The size is known (len() works), and tf.data cannot fuse a map above with a batch
+        # or a map after load().
+        size = tf.reduce_sum(counts)
         if reading.batch_size is not None:
-            dataset = dataset.ragged_batch(reading.batch_size,
-                                           drop_remainder=reading.drop_remainder)
-        return dataset
+            size = (size if reading.drop_remainder else size + reading.batch_size - 1
+                    ) // reading.batch_size
+        return dataset.apply(tf.data.experimental.assert_cardinality(size))
 
     def blocks(self, paths, counts, seed) -> tf.data.Dataset:
         """Blocks of `block_records` serialized records, each with its index in its file.
@@ -1907,6 +1910,27 @@ def _map_inline(dataset, function, structure) -> tf.data.Dataset:
     return tf.data.experimental.from_variant(variant, structure)
 
 
+def _ragged_batch_spec(spec):
+    """What `Dataset.ragged_batch` makes of a component of `spec` before batching it: a
+    tensor of unknown dims becomes ragged up to its last unknown dim."""
+    if not isinstance(spec, tf.TensorSpec) or spec.shape.is_fully_defined():
+        return spec
+    last = max(axis for axis, d in enumerate(spec.shape) if d is None)
+    return tf.RaggedTensorSpec(spec.shape, spec.dtype, last, tf.int64)
+
+
+def _as_ragged_batch_element(x):
+    """A tensor of unknown dims as `_ragged_batch_spec` gives it, in tf.data's encoding: its
+    rows up to the last unknown dim, each level of them uniform in length."""
+    shape, static = tf.shape(x, out_type=tf.int64), x.shape
+    last = max(axis for axis, d in enumerate(static) if d is None)
+    splits = [tf.range(tf.reduce_prod(shape[:level + 1]) + 1) * shape[level + 1]
+              for level in range(last)]
+    values = tf.reshape(x, tf.concat([[tf.reduce_prod(shape[:last + 1])], shape[last + 1:]], 0))
+    return tf.raw_ops.RaggedTensorToVariant(rt_nested_splits=splits, rt_dense_values=values,
+                                            batched_input=False)
+
+
 def _interleave(dataset, fn, cycle_length, parallel: bool, deterministic: bool):
     """`dataset.interleave(fn, cycle_length, block_length=1)` for a dataset of tensors, `fn`
     giving datasets of tensors; in parallel (`num_parallel_calls=AUTOTUNE`) or in order.
@@ -1992,10 +2016,7 @@ class _Decoder:
         self.empty = [f.kind == "fixed" and 0 in f.shape and not f.ragged and not
                       self.whole_blocks for f in self.features]
         self.element_map = not self.whole_blocks and (any(self.reshaped) or any(self.empty))
-        # A map turns ragged-rank-0 parts into plain tensors (TensorSpec): finish_element gives
-        # their variant encoding instead, and load() puts their RaggedTensorSpec back.
-        self.variant = [self.element_map and f.ragged and not f.ragged_rank
-                        and not self._as_bytes(f) for f in self.features]
+        self.batched = batched
         self.specs = {}
         for f in self.features:
             self.specs.update(self._parse_specs(f))
@@ -2037,21 +2058,38 @@ class _Decoder:
                   for f, empty in zip(self.features, self.empty)]
         return tuple(leaves) if self.element_map else self.pack(leaves)
 
-    @tf.autograph.experimental.do_not_convert
-    def finish_element(self, *leaves):
-        out = []
-        for f, leaf, reshaped, empty, variant in zip(self.features, leaves, self.reshaped,
-                                                     self.empty, self.variant):
-            if reshaped:
-                values, shape = leaf
-                leaf = tf.ensure_shape(tf.reshape(values, shape), f.shape)
-            elif empty:
-                leaf = tf.zeros(f.shape, self.spec_dtype(f))
-            elif variant:
-                leaf = tf.raw_ops.RaggedTensorToVariant(rt_nested_splits=[], rt_dense_values=leaf,
-                                                        batched_input=False)
-            out.append(leaf)
-        return self.pack(out)
+    def finishing(self, element_spec):
+        """The function that makes each element (`_map_inline`) of an unbatched block of
+        `decode_block`, and the structure it gives.
+
+        Components of unknown shape are reshaped (and with `batch_size`, encoded as ragged,
+        the way `Dataset.ragged_batch` encodes them before batching), zero-size ones made.
+        Everything else passes as tf.data holds it (ragged tensors as variants).
+        """
+        specs = tf.nest.flatten(element_spec)
+        order = tf.nest.flatten(self.pack(list(range(len(self.features)))))
+        structure = [f.spec(self.original) for f in self.features]
+        if self.batched:
+            structure = [_ragged_batch_spec(s) for s in structure]
+
+        def finish(*tensors):
+            tensors, out = iter(zip(tensors, specs)), []
+            for f, reshaped, empty in zip(self.features, self.reshaped, self.empty):
+                leaf, spec = next(tensors)
+                if reshaped:  # the values (a row of a ragged batch) and the shape
+                    values = tf.raw_ops.RaggedTensorFromVariant(
+                        encoded_ragged=leaf, input_ragged_rank=0, output_ragged_rank=0,
+                        Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype).output_dense_values
+                    leaf = tf.reshape(values, next(tensors)[0])
+                    leaf.set_shape(f.shape)  # decode_block checked the stored shapes
+                    if self.batched:
+                        leaf = _as_ragged_batch_element(leaf)
+                elif empty:
+                    leaf = tf.zeros(f.shape, self.spec_dtype(f))
+                out.append(leaf)
+            return [out[i] for i in order]
+
+        return _inline_function(finish, _flat_specs(element_spec)), self.pack(structure)
 
     def spec_dtype(self, f: _Feature):
         return f.spec(self.original).dtype

@@ -159,3 +159,45 @@ def test_reading_shards_is_a_one_device_function_too(tmp_path):
     assert len(marked) == 2
     assert any("ParseExampleV2" in o for o in ops), "block decoding"
     assert any("TFRecordDataset" in o for o in ops), "a shard's blocks"
+
+
+def test_elements_are_finished_by_an_inline_map_that_nothing_fuses_with(paths):
+    """tf.data's own map hands each element (and each op) to other threads, about 20 us an
+    element on 2 cores: the per-element map runs inline, map_parallelization is kept off it,
+    and the op after it is not a batch or map that tf.data could fuse it with."""
+    unknown = tf.data.Dataset.from_generator(
+        lambda: (np.zeros((2, i), np.float32) for i in range(4)),
+        output_signature=tf.TensorSpec([2, None], tf.float32))
+    data = tf.data.Dataset.zip({"inline": unknown, "id": tf.data.Dataset.range(4)})
+    super_serial.save(data, *paths)
+    assert_same_elements(data, super_serial.load(*paths))
+    [pipeline] = pipelines_for(*paths)
+    nodes = pipeline.function.graph.as_graph_def().node
+    [node] = [n for n in nodes if n.op == "MapDataset" and n.attr["force_synchronous"].b]
+    assert not node.attr["use_inter_op_parallelism"].b
+    [finish] = [f for f in one_device_functions(pipeline)
+                if f.signature.name == node.attr["f"].func.name]
+    assert {n.op for n in finish.node_def} >= {"Reshape", "RaggedTensorFromVariant"}
+    [after] = [n for n in nodes if n.input and n.input[0].split(":")[0] == node.name]
+    assert after.op == "AssertCardinalityDataset"
+
+
+@pytest.mark.parametrize("batch_size, drop_remainder", [(None, False), (3, False), (3, True),
+                                                        (10, False), (10, True)])
+@pytest.mark.parametrize("schema", ["fixed", "unknown-first", "unknown-inner"])
+@pytest.mark.parametrize("num_shards", [1, 2])
+def test_loads_know_their_size(schema, batch_size, drop_remainder, num_shards, tmp_path):
+    shapes = {"fixed": lambda i: (3,), "unknown-first": lambda i: (i % 3, 2),
+              "unknown-inner": lambda i: (2, i % 3)}[schema]
+    spec = {"fixed": [3], "unknown-first": [None, 2], "unknown-inner": [2, None]}[schema]
+    data = tf.data.Dataset.from_generator(
+        lambda: (np.full(shapes(i), i, np.float64) for i in range(7)),
+        output_signature=tf.TensorSpec(spec, tf.float64))
+    path = tmp_path / f"{schema}.tfrecord"
+    super_serial.save(data, path, num_shards=num_shards)
+    for shuffle_files in (False, True):
+        loaded = super_serial.load(path, batch_size=batch_size, drop_remainder=drop_remainder,
+                                   shuffle_files=shuffle_files)
+        expected = len(list(data if batch_size is None else data.ragged_batch(
+            batch_size, drop_remainder=drop_remainder)))
+        assert int(loaded.cardinality()) == len(list(loaded)) == expected
