@@ -1768,14 +1768,11 @@ class _Pipeline:
         decoder, reading = self.decoder, self.reading
         blocks = self.blocks(paths, counts, seed)
         captured = (paths[0], counts[0]) if reading.one_file else ()
-        dataset = _map(blocks, decoder.decode_block, captured, reading.deterministic)
-        # Blocks, not elements, are prefetched: a prefetch hands over each of its elements
-        # between threads, which costs more than unbatching them where they are consumed.
-        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        dataset = _map(blocks, decoder.decode_block, captured, reading.deterministic,
+                       unbatch=not decoder.whole_blocks)
         if decoder.whole_blocks:
             dataset = dataset.rebatch(reading.batch_size, drop_remainder=reading.drop_remainder)
         else:
-            dataset = _unbatch(dataset)
             if decoder.element_map:
                 dataset = _map_inline(dataset, *decoder.finishing(dataset.element_spec))
             if reading.batch_size is not None:  # batches as Dataset.ragged_batch gives them
@@ -1829,12 +1826,13 @@ class _Pipeline:
 _ONE_DEVICE_FUNCTION = {"experimental_ints_on_device": True}
 
 
-def _one_device_function(fn, inputs: list):
+def _one_device_function(fn, inputs: list, batched_ragged: bool = False):
     """`fn` traced once, marked one-device, as tf.data calls it: with flat tensors in and out.
 
     Returns the concrete function and the structure of what `fn` returns: a dataset (given as
     its variant) or tensors and ragged tensors (ragged ones as their variant encoding, the
-    one tf.data holds them in). Tensors `fn` captures are the function's last inputs
+    one tf.data holds them in; with `batched_ragged`, the encoding of their rows, the one
+    unbatching takes). Tensors `fn` captures are the function's last inputs
     (`captured_inputs`), which the dataset op passes as its `other_arguments`.
     """
     structure = []
@@ -1847,7 +1845,7 @@ def _one_device_function(fn, inputs: list):
         structure.append(tf.nest.map_structure(tf.type_spec_from_value, result))
         return [tf.raw_ops.RaggedTensorToVariant(
                     rt_nested_splits=x.nested_row_splits, rt_dense_values=x.flat_values,
-                    batched_input=False) if isinstance(x, tf.RaggedTensor) else x
+                    batched_input=batched_ragged) if isinstance(x, tf.RaggedTensor) else x
                 for x in tf.nest.flatten(result)]
 
     function = tf.function(flat, input_signature=inputs, autograph=False,
@@ -1855,20 +1853,43 @@ def _one_device_function(fn, inputs: list):
     return function, structure[0]
 
 
-def _map(dataset, fn, captured: tuple, deterministic: bool) -> tf.data.Dataset:
+def _map(dataset, fn, captured: tuple, deterministic: bool, unbatch: bool = False
+         ) -> tf.data.Dataset:
     """`dataset.map(lambda *x: fn(*x, *captured), tf.data.AUTOTUNE, deterministic)` for a
-    dataset of tensors, with `fn` marked as a one-device function."""
+    dataset of tensors, with `fn` marked as a one-device function; then
+    `.prefetch(tf.data.AUTOTUNE)`, and `.unbatch()` if `unbatch`.
+
+    `Dataset.unbatch` would map every batch again to re-encode its ragged parts (a tf.data
+    function, which grappler optimizes for each iterator made): `fn` gives them encoded.
+    """
     function, structure = _one_device_function(fn, [
         *tf.nest.flatten(dataset.element_spec),
-        *(tf.TensorSpec(x.shape, x.dtype) for x in captured)])
+        *(tf.TensorSpec(x.shape, x.dtype) for x in captured)], batched_ragged=unbatch)
+    types = [x.dtype for x in function.outputs]
     variant = tf.raw_ops.ParallelMapDatasetV2(
         input_dataset=tf.data.experimental.to_variant(dataset),
         other_arguments=[*captured, *function.captured_inputs],
         num_parallel_calls=tf.constant(tf.data.AUTOTUNE, tf.int64), f=function,
-        output_types=[x.dtype for x in function.outputs],
-        output_shapes=[x.shape for x in function.outputs],
+        output_types=types, output_shapes=[x.shape for x in function.outputs],
         deterministic="true" if deterministic else "false", preserve_cardinality=True)
+    # Blocks, not elements, are prefetched: a prefetch hands over each of its elements
+    # between threads, which costs more than unbatching them where they are consumed.
+    variant = tf.raw_ops.PrefetchDataset(
+        input_dataset=variant, buffer_size=tf.constant(tf.data.AUTOTUNE, tf.int64),
+        output_types=types, output_shapes=[x.shape for x in function.outputs])
+    if unbatch:
+        structure = tf.nest.map_structure(_unbatched_spec, structure)
+        variant = tf.raw_ops.UnbatchDataset(
+            input_dataset=variant, output_types=types,
+            output_shapes=[s.shape for s in _flat_specs(structure)])
     return tf.data.experimental.from_variant(variant, structure)
+
+
+def _unbatched_spec(spec):
+    if isinstance(spec, tf.RaggedTensorSpec):
+        return tf.RaggedTensorSpec(spec.shape[1:], spec.dtype, spec.ragged_rank - 1,
+                                   spec.row_splits_dtype)
+    return tf.TensorSpec(spec.shape[1:], spec.dtype)
 
 
 def _flat_specs(structure) -> list:
@@ -1952,9 +1973,8 @@ def _interleave(dataset, fn, cycle_length, parallel: bool, deterministic: bool):
     return tf.data.experimental.from_variant(variant, structure)
 
 
-# Two datasets built from their raw ops: the Python classes add a function (a flat_map over
-# file names, a map that re-encodes components) that costs on every iterator made and does
-# nothing for one file of dense components.
+# Built from its raw op: the Python class adds a function (a flat_map over file names) that
+# costs on every iterator made and does nothing for one file.
 
 
 def _tfrecords(path, compression: str, buffer_size) -> tf.data.Dataset:
@@ -1963,18 +1983,6 @@ def _tfrecords(path, compression: str, buffer_size) -> tf.data.Dataset:
                                          compression_type=compression,
                                          buffer_size=tf.cast(buffer_size, tf.int64))
     return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
-
-
-def _unbatch(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """`dataset.unbatch()`."""
-    specs = tf.nest.flatten(dataset.element_spec)
-    if not all(type(s) is tf.TensorSpec for s in specs):  # ragged parts need re-encoding
-        return dataset.unbatch()
-    variant = tf.raw_ops.UnbatchDataset(
-        input_dataset=tf.data.experimental.to_variant(dataset),
-        output_types=[s.dtype for s in specs], output_shapes=[s.shape for s in specs])
-    return tf.data.experimental.from_variant(variant, tf.nest.map_structure(
-        lambda s: tf.TensorSpec(s.shape[1:], s.dtype), dataset.element_spec))
 
 
 def _check_count(start, end, rows, path, expected, block: int):

@@ -201,3 +201,17 @@ def test_loads_know_their_size(schema, batch_size, drop_remainder, num_shards, t
         expected = len(list(data if batch_size is None else data.ragged_batch(
             batch_size, drop_remainder=drop_remainder)))
         assert int(loaded.cardinality()) == len(list(loaded)) == expected
+
+
+def test_blocks_with_ragged_parts_are_unbatched_without_a_map(paths):
+    """Dataset.unbatch maps each block again to re-encode its ragged parts, with a tf.data
+    function that grappler optimizes for every iterator: blocks come encoded instead."""
+    ragged = tf.ragged.constant([[[1], []], [[2, 3]], [], [[4]]], tf.int64)
+    data = tf.data.Dataset.from_tensor_slices({"unbatched": ragged, "x": np.arange(4.0)})
+    assert data.element_spec["unbatched"].ragged_rank == 1
+    super_serial.save(data, *paths)
+    assert_same_elements(data, super_serial.load(*paths))
+    [pipeline] = pipelines_for(*paths)
+    ops = [n.op for n in pipeline.function.graph.as_graph_def().node]
+    assert "UnbatchDataset" in ops
+    assert not [op for op in ops if op in ("MapDataset", "ParallelMapDataset")], ops
