@@ -106,6 +106,9 @@ def test_demo_round_trips_and_compares_with_tf_data(tmp_path):
     assert "identical: yes" in out
     ratio = re.search(r"^ratio super_serial / tf\.data +([\d.]+) +([\d.]+) +([\d.]+)$", out, re.M)
     assert ratio and all(float(r) > 0 for r in ratio.groups()), out
+    for name in ("super_serial", "tf.data.Dataset"):  # first (cold) runs beside warm medians
+        assert re.search(rf"^{re.escape(name)}, first run +[\d.]+ +[\d.]+ +[\d,]+$", out, re.M)
+        assert re.search(rf"^{re.escape(name)}, median of 5 +[\d.]+ +[\d.]+$", out, re.M), out
     kept = sorted(p.name for p in (tmp_path / "demo").iterdir())
     assert kept == ["demo.tfrecord-00000-of-00002", "demo.tfrecord-00001-of-00002",
                     "demo.tfrecord.header.yaml"]
