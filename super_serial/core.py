@@ -1031,8 +1031,9 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
 
     Dense components of unknown shape are batched as ragged tensors, as `ragged_batch` does
     but without its per-element tf.data map. Those with an unknown dim besides the first are
-    flattened first, with their shapes beside them, so that every dim (a 7 after a 0, say)
-    keeps its exact extent. Ragged components of ragged rank 0 batch as ragged by themselves.
+    flattened first, with their shapes beside them unless the number of values gives the one
+    unknown dim, so that every dim (a 7 after a 0, say) keeps its exact extent. Ragged
+    components of ragged rank 0 batch as ragged by themselves.
     """
     specs = tf.nest.flatten(dataset.element_spec)
     if any(f.kind == "varshape" and not f.ragged for f in features):
