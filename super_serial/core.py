@@ -892,6 +892,11 @@ def _record_size(record) -> int:
     return len(record) if type(record) is bytes else sum(map(len, record))
 
 
+def _record_sizes(records: list) -> Iterable[int]:
+    """Sizes of a batch's records, all bytes or all tuples of pieces (`_records`)."""
+    return map(len if type(records[0]) is bytes else _record_size, records)
+
+
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
@@ -1058,31 +1063,28 @@ def _flattening(specs: tuple, features: tuple):
     over the elements' flat tensors. A dense component of unknown shape becomes a ragged row:
     the tensor itself if only its first dim is unknown, else its values flattened, with its
     shape beside them unless the number of values tells it (`_sized_dim`)."""
+    structure = []  # filled as the function is traced, once
+
     def flatten(*tensors):
         out = []
-        for f, x in zip(features, tensors):
+        for f, s, x in zip(features, specs, tensors):
             if f.kind != "varshape" or f.ragged:
                 out.append(x)
+                structure.append(s)
             elif _sized_dim(f) == 0:
-                out.append(_ragged_rank_0_variant(x))
+                out.append(_ragged_variant(x))
+                structure.append(tf.RaggedTensorSpec(s.shape, s.dtype, 0, tf.int64))
             else:
-                out.append(_ragged_rank_0_variant(tf.reshape(x, [-1])))
+                out.append(_ragged_variant(tf.reshape(x, [-1])))
+                row = tf.RaggedTensorSpec([None], s.dtype, 0, tf.int64)
                 if _sized_dim(f) is None:
                     out.append(tf.shape(x, out_type=tf.int64))
+                    row = (row, tf.TensorSpec([len(f.shape)], tf.int64))
+                structure.append(row)
         return out
 
-    structure = []
-    for f, s in zip(features, specs):
-        if f.kind != "varshape" or f.ragged:
-            structure.append(s)
-        elif _sized_dim(f) == 0:
-            structure.append(tf.RaggedTensorSpec(s.shape, s.dtype, 0, tf.int64))
-        elif _sized_dim(f) is not None:
-            structure.append(tf.RaggedTensorSpec([None], s.dtype, 0, tf.int64))
-        else:
-            structure.append((tf.RaggedTensorSpec([None], s.dtype, 0, tf.int64),
-                              tf.TensorSpec([len(f.shape)], tf.int64)))
-    return _inline_function(flatten, _flat_specs(specs)), tuple(structure)
+    function = _one_device_trace(flatten, _flat_specs(specs))
+    return function, tuple(structure)
 
 
 def _sized_dim(feature: _Feature) -> int | None:
@@ -1235,7 +1237,7 @@ def _frame(records: list) -> list:
     written in order (the records themselves, and the bytes around them)."""
     crc, n = google_crc32c.value, len(records)
     whole = type(records[0]) is bytes  # else tuples of pieces (all records of a batch alike)
-    lengths = np.fromiter(map(len if whole else _record_size, records), np.uint64, n)
+    lengths = np.fromiter(_record_sizes(records), np.uint64, n)
     distinct, which = np.unique(lengths, return_inverse=True)
     length_crcs = _masked_crc32c([crc(x.tobytes()) for x in distinct.astype("<u8")])
     glue = np.zeros(n + 1, _GLUE)
@@ -1330,8 +1332,7 @@ class _RecordFiles:
                 if items:
                     self._queues[lane].put(items)
             self._batches += 1
-        self.bytes_written += sum(map(len if type(records[0]) is bytes else _record_size,
-                                      records))
+        self.bytes_written += sum(_record_sizes(records))
 
     def _deal(self, records: list, first_index: int) -> list:
         """The records of each shard: block b (of block_records) goes to shard b % shards."""
@@ -1844,14 +1845,10 @@ def _one_device_function(fn, inputs: list, batched_ragged: bool = False):
             structure.append(result.element_spec)
             return tf.data.experimental.to_variant(result)
         structure.append(tf.nest.map_structure(tf.type_spec_from_value, result))
-        return [tf.raw_ops.RaggedTensorToVariant(
-                    rt_nested_splits=x.nested_row_splits, rt_dense_values=x.flat_values,
-                    batched_input=batched_ragged) if isinstance(x, tf.RaggedTensor) else x
-                for x in tf.nest.flatten(result)]
+        return [_ragged_variant(x.flat_values, x.nested_row_splits, batched_ragged)
+                if isinstance(x, tf.RaggedTensor) else x for x in tf.nest.flatten(result)]
 
-    function = tf.function(flat, input_signature=inputs, autograph=False,
-                           experimental_attributes=_ONE_DEVICE_FUNCTION).get_concrete_function()
-    return function, structure[0]
+    return _one_device_trace(flat, inputs), structure[0]
 
 
 def _map(dataset, fn, captured: tuple, deterministic: bool, unbatch: bool = False
@@ -1899,15 +1896,16 @@ def _flat_specs(structure) -> list:
             for s in tf.nest.flatten(structure)]
 
 
-def _ragged_rank_0_variant(values):
-    """How tf.data holds `values` as a component of RaggedTensorSpec(ragged_rank=0): a batch
-    of such components is a ragged tensor whose rows are the `values`."""
-    return tf.raw_ops.RaggedTensorToVariant(rt_nested_splits=[], rt_dense_values=values,
-                                            batched_input=False)
+def _ragged_variant(values, splits=(), batched: bool = False):
+    """How tf.data holds a ragged tensor (its flat values and nested row splits): one variant,
+    or with `batched` a variant for each row, as unbatching takes them. Without splits, a
+    component of RaggedTensorSpec(ragged_rank=0): a batch of them is ragged, `values` a row."""
+    return tf.raw_ops.RaggedTensorToVariant(rt_nested_splits=list(splits),
+                                            rt_dense_values=values, batched_input=batched)
 
 
-def _inline_function(fn, inputs: list):
-    """`fn` of flat tensors traced for `_map_inline`, marked one-device (see `_map`)."""
+def _one_device_trace(fn, inputs: list):
+    """The concrete function of `fn` for flat tensors `inputs`, marked one-device."""
     return tf.function(fn, input_signature=inputs, autograph=False,
                        experimental_attributes=_ONE_DEVICE_FUNCTION).get_concrete_function()
 
@@ -1916,7 +1914,7 @@ def _map_inline(dataset, function, structure) -> tf.data.Dataset:
     """`dataset.map(function)` for a cheap function, run in the thread that asks for each
     element.
 
-    `function` (from `_inline_function`) takes and gives the elements' flat tensors
+    `function` (from `_one_device_trace`) takes and gives the elements' flat tensors
     (`_flat_specs`); `structure` is the spec of what it gives. tf.data's own map sends each
     element to other threads (and each op too, with inter-op parallelism): about 20 us an
     element on 2 cores, ten times what a few reshapes cost. `force_synchronous` keeps
@@ -1944,13 +1942,12 @@ def _ragged_batch_spec(spec):
 def _as_ragged_batch_element(x):
     """A tensor of unknown dims as `_ragged_batch_spec` gives it, in tf.data's encoding: its
     rows up to the last unknown dim, each level of them uniform in length."""
-    shape, static = tf.shape(x, out_type=tf.int64), x.shape
-    last = max(axis for axis, d in enumerate(static) if d is None)
-    splits = [tf.range(tf.reduce_prod(shape[:level + 1]) + 1) * shape[level + 1]
-              for level in range(last)]
-    values = tf.reshape(x, tf.concat([[tf.reduce_prod(shape[:last + 1])], shape[last + 1:]], 0))
-    return tf.raw_ops.RaggedTensorToVariant(rt_nested_splits=splits, rt_dense_values=values,
-                                            batched_input=False)
+    shape = tf.shape(x, out_type=tf.int64)
+    rows = tf.math.cumprod(shape)  # rows[k]: rows at level k
+    last = max(axis for axis, d in enumerate(x.shape) if d is None)
+    splits = [tf.range(rows[level] + 1) * shape[level + 1] for level in range(last)]
+    return _ragged_variant(tf.reshape(x, tf.concat([rows[last:last + 1], shape[last + 1:]], 0)),
+                           splits)
 
 
 def _interleave(dataset, fn, cycle_length, parallel: bool, deterministic: bool):
@@ -2098,7 +2095,7 @@ class _Decoder:
                 out.append(leaf)
             return [out[i] for i in order]
 
-        return _inline_function(finish, _flat_specs(element_spec)), self.pack(structure)
+        return _one_device_trace(finish, _flat_specs(element_spec)), self.pack(structure)
 
     def spec_dtype(self, f: _Feature):
         return f.spec(self.original).dtype
