@@ -123,13 +123,13 @@ def test_inspect_prints_schema_structure_and_shards(saved):
     assert result.returncode == 0, result.stderr
     out = result.stdout
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
-    assert rows["image"] == ["uint8", "[48,", "48,", "3]", "int64", "0"]
+    assert rows["image"] == ["uint8", "[48,", "48,", "3]", "raw", "0"]
     assert rows["label"] == ["int64", "[]", "int64", "0"]
     assert rows["tokens"] == ["int32", "[None]", "int64", "0"]
     assert rows["meta/name"] == ["string", "[]", "bytes", "0"]
     assert rows["meta/words"] == ["int64", "[2,", "None]", "int64", "1"]
     assert "structure: {image, label, meta: {name, words}, tokens}" in out
-    assert f"{ELEMENTS} records" in out and "compression none" in out and "version 1" in out
+    assert f"{ELEMENTS} records" in out and "compression none" in out and "version 2" in out
     header = super_serial.read_header(super_serial.default_header_path(saved))
     for s in header["shards"]:
         assert rows[s["file"]] == [f"{s['num_records']:,}", f"{s['num_bytes']:,}"]
@@ -141,7 +141,7 @@ def test_inspect_json_is_the_header_for_scripts(saved):
 
     assert result.returncode == 0, result.stderr
     info = json.loads(result.stdout)
-    assert info["num_records"] == ELEMENTS and info["version"] == 1
+    assert info["num_records"] == ELEMENTS and info["version"] == 2
     assert info["compression"] is None and info["format"] == "super_serial"
     features = {f["name"]: f for f in info["features"]}
     assert list(features) == ["image", "label", "meta/name", "meta/words", "tokens"]

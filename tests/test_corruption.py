@@ -235,6 +235,31 @@ def test_verify_message_is_one_clean_line(saved, name):
     assert "\\'" not in message, f"escaped quotes in {message!r}"
 
 
+def test_a_record_that_fails_a_check_is_named_by_its_index(paths):
+    """Checks made on a whole block of records name the first record that fails them."""
+    tfrecord_path, header_path = paths
+    lengths = [i % 3 for i in range(NUM)]
+    save(tf.data.Dataset.from_generator(
+        lambda: ({"v": np.full(n, 0.5)} for n in lengths),
+        output_signature={"v": tf.TensorSpec([None], tf.float64)}), tfrecord_path, header_path)
+    records = list(tf.data.TFRecordDataset(tfrecord_path).as_numpy_iterator())
+    bad = [1030, 1033]  # in the second block (1024 records a block); each holds one value
+    for index in bad:
+        example = tf.train.Example.FromString(records[index])
+        example.features.feature["v#shape"].int64_list.value[0] = 2
+        records[index] = example.SerializeToString()
+    with tf.io.TFRecordWriter(tfrecord_path) as writer:
+        for record in records:
+            writer.write(record)
+    problem = "the number of values does not match the stored shape, found 1"
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        iterate(tfrecord_path, header_path)
+    assert f"{tfrecord_path}:1030: feature \\'v\\': {problem}" in info.value.message
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value) == f"{tfrecord_path}:1030: feature 'v': {problem}"
+
+
 # ---- (e) missing files ---------------------------------------------------------------------
 
 

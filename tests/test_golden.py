@@ -1,4 +1,4 @@
-"""Golden files pin the on-disk format: the original module's files and super_serial's v1."""
+"""Golden files pin the on-disk format: the original module's files and super_serial's own."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from conftest import assert_same_elements
 
@@ -102,11 +103,16 @@ def test_original_module_files_verify():
 
 
 # --------------------------------------------------------------------------------------------
-# (b) super_serial format v1: tests/golden/v1, written by tests/golden/make_golden.py
+# (b) super_serial's own formats: tests/golden/v<N>, written by tests/golden/make_golden.py
+#     when version N was current. Every version keeps loading; today's save writes the newest.
 # --------------------------------------------------------------------------------------------
 
-V1 = TESTS / "golden" / "v1"
-V1_RECORDS_SHA256 = "da7be4d855ddf1080be0c47dcfdc70fecc7e86df62b261bcb5cc1e7545d3d765"
+GOLDEN = TESTS / "golden"
+RECORDS_SHA256 = {
+    1: "da7be4d855ddf1080be0c47dcfdc70fecc7e86df62b261bcb5cc1e7545d3d765",
+    2: "a717d7ae5ab159c7cbef65d5aa47bdbbec0294d716ba66cd259ec2ac8b4928d7",
+}
+VERSIONS = sorted(RECORDS_SHA256)
 V1_HEADER = (
     '# super_serial header: the schema of the tf.train.Example records beside it.\n'
     'block_records: 126\n'
@@ -186,52 +192,165 @@ V1_HEADER = (
     "- '1'\n"
     'version: 1\n'
 )
+V2_HEADER = (
+    '# super_serial header: the schema of the tf.train.Example records beside it.\n'
+    'block_records: 125\n'
+    'compression: null\n'
+    'features:\n'
+    '  0/b16:\n'
+    '    dtype: bfloat16\n'
+    '    dtype_enum: 14\n'
+    '    encoding: raw\n'
+    '    path: [0, b16]\n'
+    '    shape: [1]\n'
+    '  0/f32:\n'
+    '    dtype: float32\n'
+    '    dtype_enum: 1\n'
+    '    encoding: float\n'
+    '    path: [0, f32]\n'
+    '    shape: []\n'
+    '  0/f64:\n'
+    '    dtype: float64\n'
+    '    dtype_enum: 2\n'
+    '    encoding: raw\n'
+    '    path: [0, f64]\n'
+    '    shape: [2]\n'
+    '  0/flag:\n'
+    '    dtype: bool\n'
+    '    dtype_enum: 10\n'
+    '    encoding: int64\n'
+    '    path: [0, flag]\n'
+    '    shape: []\n'
+    '  0/i8:\n'
+    '    dtype: int8\n'
+    '    dtype_enum: 6\n'
+    '    encoding: raw\n'
+    '    path: [0, i8]\n'
+    '    shape: []\n'
+    '  0/ragged:\n'
+    '    dtype: int64\n'
+    '    dtype_enum: 9\n'
+    '    encoding: int64\n'
+    '    path: [0, ragged]\n'
+    '    ragged_rank: 1\n'
+    '    row_splits_dtype: int32\n'
+    '    shape: [null, null]\n'
+    '  0/text:\n'
+    '    dtype: string\n'
+    '    dtype_enum: 7\n'
+    '    encoding: bytes\n'
+    '    path: [0, text]\n'
+    '    shape: [2]\n'
+    '  0/u64:\n'
+    '    dtype: uint64\n'
+    '    dtype_enum: 23\n'
+    '    encoding: raw\n'
+    '    path: [0, u64]\n'
+    '    shape: []\n'
+    '  0/u8:\n'
+    '    dtype: uint8\n'
+    '    dtype_enum: 4\n'
+    '    encoding: raw\n'
+    '    path: [0, u8]\n'
+    '    shape: [2, 2]\n'
+    '  0/unknown:\n'
+    '    dtype: float32\n'
+    '    dtype_enum: 1\n'
+    '    encoding: float\n'
+    '    path: [0, unknown]\n'
+    '    shape: [null]\n'
+    "  '1':\n"
+    '    dtype: int64\n'
+    '    dtype_enum: 9\n'
+    '    encoding: int64\n'
+    '    path: [1]\n'
+    '    shape: []\n'
+    'format: super_serial\n'
+    'layout: round_robin\n'
+    'num_records: 4\n'
+    'shards:\n'
+    '- {file: golden.tfrecord, num_bytes: 1203, num_records: 4}\n'
+    'structure:\n'
+    '- {b16: 0/b16, f32: 0/f32, f64: 0/f64, flag: 0/flag, i8: 0/i8, ragged: 0/ragged, '
+    'text: 0/text, u64: 0/u64,\n'
+    '  u8: 0/u8, unknown: 0/unknown}\n'
+    "- '1'\n"
+    'version: 2\n'
+)
+HEADERS = {1: V1_HEADER, 2: V2_HEADER}
 
 
 def _make_golden():
-    path = TESTS / "golden" / "make_golden.py"
+    path = GOLDEN / "make_golden.py"
     spec = importlib.util.spec_from_file_location("make_golden", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_v1_files_are_small():
-    sizes = {p.name: p.stat().st_size for p in V1.iterdir()}
+def _folder(version: int) -> Path:
+    return GOLDEN / f"v{version}"
+
+
+def test_every_version_has_golden_files_and_the_newest_is_current():
+    assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == [f"v{v}" for v in VERSIONS]
+    assert _make_golden().VERSION == VERSIONS[-1] == super_serial.core.FORMAT_VERSION
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_files_are_small(version):
+    sizes = {p.name: p.stat().st_size for p in _folder(version).iterdir()}
     assert sorted(sizes) == ["golden.tfrecord", "golden.tfrecord.header.yaml"]
     assert sum(sizes.values()) < 10_000
 
 
-def test_v1_header_bytes_are_pinned():
-    assert (V1 / "golden.tfrecord.header.yaml").read_text(encoding="utf-8") == V1_HEADER
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_header_bytes_are_pinned(version):
+    text = (_folder(version) / "golden.tfrecord.header.yaml").read_text(encoding="utf-8")
+    assert text == HEADERS[version]
 
 
-def test_v1_record_bytes_are_pinned():
-    data = (V1 / "golden.tfrecord").read_bytes()
-    assert hashlib.sha256(data).hexdigest() == V1_RECORDS_SHA256
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_record_bytes_are_pinned(version):
+    data = (_folder(version) / "golden.tfrecord").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == RECORDS_SHA256[version]
 
 
-def test_v1_save_writes_the_same_bytes(tmp_path):
+def test_save_writes_the_newest_golden_bytes(tmp_path):
     make_golden = _make_golden()
     make_golden.main(tmp_path)
     for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
-        assert (tmp_path / name).read_bytes() == (V1 / name).read_bytes(), (
-            f"{name}: save() no longer writes the v1 golden bytes"
+        assert (tmp_path / name).read_bytes() == (_folder(VERSIONS[-1]) / name).read_bytes(), (
+            f"{name}: save() no longer writes the v{VERSIONS[-1]} golden bytes"
         )
 
 
-def test_v1_files_load(tmp_path):
+def test_v1_stored_8_bit_ints_as_int64_and_v2_stores_them_raw():
+    def encodings(version):
+        return {name: feature["encoding"] for name, feature in super_serial.read_header(
+            _folder(version) / "golden.tfrecord.header.yaml")["features"].items()}
+
+    assert encodings(1)["0/i8"] == "int64"
+    assert encodings(2)["0/i8"] == encodings(2)["0/u8"] == "raw"
+    assert {k: v for k, v in encodings(2).items() if k != "0/u8"} == {
+        **encodings(1), "0/i8": "raw"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_files_load(tmp_path, version):
     make_golden = _make_golden()
-    shutil.copytree(V1, tmp_path / "v1")  # load from a copy: nothing may depend on the folder
-    loaded = super_serial.load(str(tmp_path / "v1" / "golden.tfrecord"))
-    assert_same_elements(make_golden.golden_dataset(), loaded)
-    in_place = super_serial.load(str(V1 / "golden.tfrecord"))
-    assert_same_elements(make_golden.golden_dataset(), in_place)
+    copy = tmp_path / f"v{version}"
+    shutil.copytree(_folder(version), copy)  # load from a copy: nothing may depend on the folder
+    loaded = super_serial.load(str(copy / "golden.tfrecord"))
+    assert_same_elements(make_golden.golden_dataset(version), loaded)
+    in_place = super_serial.load(str(_folder(version) / "golden.tfrecord"))
+    assert_same_elements(make_golden.golden_dataset(version), in_place)
 
 
-def test_v1_files_load_expected_values():
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_files_load_expected_values(version):
     """A few values spelled out, independent of make_golden.py."""
-    elements = list(super_serial.load(str(V1 / "golden.tfrecord")))
+    elements = list(super_serial.load(str(_folder(version) / "golden.tfrecord")))
     assert len(elements) == 4
     features, label = elements[0]
     assert features["f64"].numpy().tolist() == [0.1, 1e300]
@@ -246,9 +365,15 @@ def test_v1_files_load_expected_values():
     assert np.array(elements[0][0]["f32"].numpy()).view(np.uint32) == 0x7FC00001
     assert elements[3][0]["ragged"].to_list() == [[-(2**63)], [2**63 - 1, 0]]
     assert [tuple(e[0]["unknown"].shape) for e in elements] == [(0,), (1,), (3,), (2,)]
+    assert [int(e[0]["i8"].numpy()) for e in elements] == [-128, 127, 0, -1]
+    if version >= 2:
+        assert features["u8"].dtype == tf.uint8
+        assert features["u8"].numpy().tolist() == [[0, 255], [128, 7]]
 
 
-def test_v1_files_load_batched():
+@pytest.mark.parametrize("version", VERSIONS)
+def test_golden_files_load_batched(version):
     make_golden = _make_golden()
-    assert_same_elements(make_golden.golden_dataset().ragged_batch(3),
-                         super_serial.load(str(V1 / "golden.tfrecord"), batch_size=3))
+    assert_same_elements(make_golden.golden_dataset(version).ragged_batch(3),
+                         super_serial.load(str(_folder(version) / "golden.tfrecord"),
+                                           batch_size=3))

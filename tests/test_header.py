@@ -106,7 +106,7 @@ def test_header_fields(tmp_path):
         header = yaml.safe_load(f)
     assert header == written
     assert header["format"] == "super_serial"
-    assert header["version"] == 1
+    assert header["version"] == 2
     assert header["num_records"] == 5
     assert header["compression"] is None
     assert header["structure"] == [
@@ -118,7 +118,7 @@ def test_header_fields(tmp_path):
         "0/big": {"path": [0, "big"], "dtype": "uint64", "dtype_enum": 23, "shape": [],
                   "encoding": "raw"},
         "0/image": {"path": [0, "image"], "dtype": "uint8", "dtype_enum": 4, "shape": [2, 3],
-                    "encoding": "int64"},
+                    "encoding": "raw"},
         "0/ragged": {"path": [0, "ragged"], "dtype": "int32", "dtype_enum": 3,
                      "shape": [None, None], "encoding": "int64", "ragged_rank": 1,
                      "row_splits_dtype": "int32"},
@@ -142,8 +142,8 @@ def test_unknown_dims_are_null_in_yaml(tmp_path):
 
 
 ENCODINGS = {
-    "bool": "int64", "int8": "int64", "int16": "int64", "int32": "int64", "int64": "int64",
-    "uint8": "int64", "uint16": "int64", "uint32": "int64", "uint64": "raw",
+    "bool": "int64", "int8": "raw", "int16": "int64", "int32": "int64", "int64": "int64",
+    "uint8": "raw", "uint16": "int64", "uint32": "int64", "uint64": "raw",
     "float16": "raw", "bfloat16": "raw", "float32": "float", "float64": "raw",
     "complex64": "raw", "complex128": "raw", "string": "bytes",
 }

@@ -84,15 +84,41 @@ def test_example_protos_use_the_header_encodings(saved):
 def test_narrow_ints_and_bool_read_as_int64(paths):
     tfrecord, header = paths
     dataset = tf.data.Dataset.from_tensor_slices({
-        "u8": np.array([0, 255, 7], np.uint8), "i16": np.array([-32768, 32767, 0], np.int16),
+        "i16": np.array([-32768, 32767, 0], np.int16),
         "u32": np.array([2**32 - 1, 0, 1], np.uint32), "flag": [True, False, True]})
     super_serial.save(dataset, tfrecord, header)
-    description = {k: tf.io.FixedLenFeature([], tf.int64) for k in ("u8", "i16", "u32", "flag")}
+    description = {k: tf.io.FixedLenFeature([], tf.int64) for k in ("i16", "u32", "flag")}
     stock = list(tf.data.TFRecordDataset(tfrecord).map(
         lambda r: tf.io.parse_single_example(r, description)))
     for element, want in zip(stock, dataset):
         for key in description:
             assert element[key].numpy() == int(want[key].numpy()), key
+
+
+def test_8_bit_ints_are_raw_bytes_for_decode_raw(paths):
+    """uint8 (an image, say) and int8 are stored one byte a value, as the TensorFlow tutorials
+    store images: `decode_raw` reads them."""
+    tfrecord, header = paths
+    image = np.array([[[0, 255], [128, 7]], [[1, 2], [3, 4]]], np.uint8)
+    small = np.array([[-128, 127, -1], [0, 1, 2]], np.int8)
+    super_serial.save(tf.data.Dataset.from_tensor_slices({"image": image, "small": small}),
+                      tfrecord, header)
+    features = super_serial.read_header(header)["features"]
+    assert [features[k]["encoding"] for k in ("image", "small")] == ["raw", "raw"]
+
+    def parse(record):
+        raw = tf.io.parse_single_example(record, {k: tf.io.FixedLenFeature([], tf.string)
+                                                  for k in ("image", "small")})
+        return (tf.reshape(tf.io.decode_raw(raw["image"], tf.uint8), [2, 2]),
+                tf.io.decode_raw(raw["small"], tf.int8))
+
+    got = list(tf.data.TFRecordDataset(tfrecord).map(parse))
+    assert np.stack([g[0].numpy() for g in got]).tobytes() == image.tobytes()
+    assert np.stack([g[1].numpy() for g in got]).tobytes() == small.tobytes()
+    for i, record in enumerate(tf.data.TFRecordDataset(tfrecord).as_numpy_iterator()):
+        feature = tf.train.Example.FromString(record).features.feature
+        assert feature["image"].bytes_list.value == [image[i].tobytes()]
+        assert feature["small"].bytes_list.value == [small[i].tobytes()]
 
 
 def test_raw_float64_with_decode_raw(paths):
