@@ -1479,11 +1479,33 @@ def _temp_name(path: str, token: str, index: int | str = "") -> str:
 
 
 def _write_header(path: str, header: _Header):
-    text = yaml.safe_dump(header.to_yaml(), sort_keys=True, default_flow_style=None,
-                          allow_unicode=True, width=100)
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(("# super_serial header: the schema of the tf.train.Example records beside "
-                 "it.\n" + text).encode())
+                 "it.\n" + _header_text(header)).encode())
+
+
+def _header_text(header: _Header) -> str:
+    """The header as YAML. The features, most of it, are dumped once per schema (PyYAML's
+    pure-Python emitter takes milliseconds for them) and put in place of a stand-in: the same
+    text as dumping it whole, as the shard list keeps the top level in block style."""
+    fields = dict(header.to_yaml(), features=_STAND_IN)
+    text = _yaml(fields)
+    line = f"\nfeatures: {_STAND_IN}\n"
+    assert text.count(line) == 1, "the features' stand-in is not where it should be"
+    return text.replace(line, "\n" + _features_yaml(header.features))
+
+
+_STAND_IN = "super_serial_features"
+
+
+def _yaml(mapping: dict) -> str:
+    return yaml.safe_dump(mapping, sort_keys=True, default_flow_style=None, allow_unicode=True,
+                          width=100)
+
+
+@functools.lru_cache(maxsize=16)
+def _features_yaml(features: tuple) -> str:
+    return _yaml({"features": {f.name: f.to_yaml() for f in features}})
 
 
 def merge(part_paths, tfrecord_path, header_path=None) -> dict:

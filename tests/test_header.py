@@ -86,6 +86,23 @@ def test_header_has_no_timestamps_or_paths(tmp_path):
     assert "time" not in text.lower() and "date" not in text.lower()
 
 
+@pytest.mark.parametrize("single", [False, True])
+def test_header_is_pyyaml_dump_of_the_whole_mapping(tmp_path, single):
+    """save dumps the features once per schema and the rest each time: the text must be what
+    dumping the whole header gives, also for names that look like YAML or like its fields."""
+    names = ["a", "é✓", "x y", "'q'", "k: v", "1", "- z", "#h", "null", "features",
+             "super_serial_features", "n" * 120]
+    columns = np.zeros((3, 2), np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        columns if single else {name: columns for name in names})
+    _, header_path, written = _save(dataset, tmp_path, num_shards=2)
+    comment, body = _read(header_path).decode().split("\n", 1)
+    assert comment.startswith("# super_serial header")
+    assert body == yaml.safe_dump(written, sort_keys=True, default_flow_style=None,
+                                  allow_unicode=True, width=100)
+    assert yaml.safe_load(body) == written
+
+
 def test_header_keys_are_sorted(tmp_path):
     _, header, _ = _save(_mixed(), tmp_path)
     lines = _read(header).decode().splitlines()
