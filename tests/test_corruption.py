@@ -235,8 +235,9 @@ def test_verify_message_is_one_clean_line(saved, name):
     assert "\\'" not in message, f"escaped quotes in {message!r}"
 
 
-def test_a_record_that_fails_a_check_is_named_by_its_index(paths):
-    """Checks made on a whole block of records name the first record that fails them."""
+def test_a_record_that_fails_a_check_in_a_later_block(paths):
+    """Checks made on a whole block of records name the file and the feature, and quote the
+    failing value; a later block is checked as the first."""
     tfrecord_path, header_path = paths
     lengths = [i % 3 for i in range(NUM)]
     save(tf.data.Dataset.from_generator(
@@ -254,10 +255,10 @@ def test_a_record_that_fails_a_check_is_named_by_its_index(paths):
     problem = "the number of values does not match the stored shape, found 1"
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         iterate(tfrecord_path, header_path)
-    assert f"{tfrecord_path}:1030: feature \\'v\\': {problem}" in info.value.message
+    assert f"{tfrecord_path}: feature \\'v\\': {problem}" in info.value.message
     with pytest.raises(CorruptDataError) as info:
         verify(tfrecord_path, header_path)
-    assert str(info.value) == f"{tfrecord_path}:1030: feature 'v': {problem}"
+    assert str(info.value) == f"{tfrecord_path}: feature 'v': {problem}"
 
 
 # ---- (e) missing files ---------------------------------------------------------------------
