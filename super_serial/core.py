@@ -2165,10 +2165,10 @@ class _Decoder:
             shapes = _checked(shapes, tf.logical_and(shapes >= 0, tf.logical_or(
                 tf.equal(shapes, known), tf.equal(known, -1))), path, f,
                 f"a stored shape does not fit {list(f.shape)}", found=shapes)
-            counts = tf.reduce_prod(shapes, axis=1)
+            counts, found = tf.reduce_prod(shapes, axis=1), values.row_lengths()
             values = values.with_flat_values(_checked(
-                values.flat_values, tf.equal(counts, values.row_lengths()), path, f,
-                "the number of values does not match the stored shape", found=values.row_lengths()))
+                values.flat_values, tf.equal(counts, found), path, f,
+                "the number of values does not match the stored shape", found=found))
             if self.whole_blocks or f.ragged:  # [rows, None, *inner] like ragged_batch
                 # rows counted, not inferred (-1): inner dims may be 0
                 inner = tf.reshape(values.flat_values,
@@ -2189,10 +2189,11 @@ class _Decoder:
         levels = [parsed[f.lengths_key(k)] for k in range(f.ragged_rank)]
         # Each element's values must fill its innermost rows, and each level its parent rows.
         inner = math.prod(f.inner_shape)
-        sums = [tf.reduce_sum(lengths, axis=1) for lengths in levels]
-        flat = _checked(values.flat_values, tf.equal(sums[-1] * inner, values.row_lengths()),
+        sums = [_row_sums(lengths) for lengths in levels]
+        found = values.row_lengths()
+        flat = _checked(values.flat_values, tf.equal(sums[-1] * inner, found),
                         path, f, "the number of values does not match the row lengths",
-                        found=values.row_lengths())
+                        found=found)
         for k in range(f.ragged_rank - 1):
             flat = _checked(flat, tf.equal(sums[k], levels[k + 1].row_lengths()), path, f,
                             f"row lengths of level {k + 1} do not match level {k}")
@@ -2212,6 +2213,13 @@ class _Decoder:
         if f.shape[0] is not None:
             return tf.RaggedTensor.from_uniform_row_length(result, f.shape[0])
         return tf.RaggedTensor.from_row_lengths(result, nrows, validate=False)
+
+
+def _row_sums(ragged):
+    """The sum of each row of a 2-D ragged tensor, as `tf.reduce_sum(ragged, axis=1)` gives it
+    in 80 ops: 16 here (each op costs again every time an iterator is made)."""
+    ends = tf.gather(tf.pad(tf.cumsum(ragged.values), [[1, 0]]), ragged.row_splits)
+    return ends[1:] - ends[:-1]
 
 
 def _checked(value, condition, path, feature: _Feature, problem: str, found=None):

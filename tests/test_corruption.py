@@ -261,6 +261,38 @@ def test_a_record_that_fails_a_check_in_a_later_block(paths):
     assert str(info.value) == f"{tfrecord_path}: feature 'v': {problem}"
 
 
+RAGGED_EDITS = {
+    # key to edit in record 0 ([[[1, 2], [3]]]: row lengths [2], then [2, 1]), its new row
+    # lengths, the problem named
+    "values": ("r#row_lengths_1", [2, 2], "the number of values does not match the row lengths, "
+                                          "found 3"),
+    "levels": ("r#row_lengths_0", [1], "row lengths of level 1 do not match level 0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAGGED_EDITS))
+def test_ragged_row_lengths_that_do_not_add_up(paths, name):
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant(
+        [[[[1, 2], [3]]], [[[4]]], [[[5, 6], [7]], [[8]]]], tf.int64)}), tfrecord_path, header_path)
+    key, lengths, problem = RAGGED_EDITS[name]
+    records = list(tf.data.TFRecordDataset(tfrecord_path).as_numpy_iterator())
+    example = tf.train.Example.FromString(records[0])
+    example.features.feature[key].int64_list.value[:] = lengths
+    records[0] = example.SerializeToString()
+    with tf.io.TFRecordWriter(tfrecord_path) as writer:
+        for record in records:
+            writer.write(record)
+    size = Path(tfrecord_path).stat().st_size  # protobuf's own serialization may differ
+    edit_header(header_path, lambda h: h["shards"][0].update(num_bytes=size))
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        iterate(tfrecord_path, header_path)
+    assert f"{tfrecord_path}: feature \\'r\\': {problem}" in info.value.message
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value) == f"{tfrecord_path}: feature 'r': {problem}"
+
+
 # ---- (e) missing files ---------------------------------------------------------------------
 
 
