@@ -235,6 +235,33 @@ def test_verify_message_is_one_clean_line(saved, name):
     assert "\\'" not in message, f"escaped quotes in {message!r}"
 
 
+def edit_examples(tfrecord_path, header_path, edits: dict):
+    """Rewrites a one-file dataset with {record index: key: new Int64List values} applied, and
+    its header's byte count to match (protobuf's own serialization may differ in size)."""
+    records = list(tf.data.TFRecordDataset(tfrecord_path).as_numpy_iterator())
+    for index, changes in edits.items():
+        example = tf.train.Example.FromString(records[index])
+        for key, values in changes.items():
+            example.features.feature[key].int64_list.value[:] = values
+        records[index] = example.SerializeToString()
+    with tf.io.TFRecordWriter(tfrecord_path) as writer:
+        for record in records:
+            writer.write(record)
+    size = Path(tfrecord_path).stat().st_size
+    edit_header(header_path, lambda h: h["shards"][0].update(num_bytes=size))
+
+
+def assert_check_fails(tfrecord_path, header_path, feature: str, problem: str):
+    """Iterating raises TensorFlow's error, verify a one-line message; both name the file, the
+    feature and the problem."""
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        iterate(tfrecord_path, header_path)
+    assert f"{tfrecord_path}: feature \\'{feature}\\': {problem}" in info.value.message
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value) == f"{tfrecord_path}: feature '{feature}': {problem}"
+
+
 def test_a_record_that_fails_a_check_in_a_later_block(paths):
     """Checks made on a whole block of records name the file and the feature, and quote the
     failing value; a later block is checked as the first."""
@@ -243,22 +270,10 @@ def test_a_record_that_fails_a_check_in_a_later_block(paths):
     save(tf.data.Dataset.from_generator(
         lambda: ({"v": np.full(n, 0.5)} for n in lengths),
         output_signature={"v": tf.TensorSpec([None], tf.float64)}), tfrecord_path, header_path)
-    records = list(tf.data.TFRecordDataset(tfrecord_path).as_numpy_iterator())
-    bad = [1030, 1033]  # in the second block (1024 records a block); each holds one value
-    for index in bad:
-        example = tf.train.Example.FromString(records[index])
-        example.features.feature["v#shape"].int64_list.value[0] = 2
-        records[index] = example.SerializeToString()
-    with tf.io.TFRecordWriter(tfrecord_path) as writer:
-        for record in records:
-            writer.write(record)
-    problem = "the number of values does not match the stored shape, found 1"
-    with pytest.raises(tf.errors.InvalidArgumentError) as info:
-        iterate(tfrecord_path, header_path)
-    assert f"{tfrecord_path}: feature \\'v\\': {problem}" in info.value.message
-    with pytest.raises(CorruptDataError) as info:
-        verify(tfrecord_path, header_path)
-    assert str(info.value) == f"{tfrecord_path}: feature 'v': {problem}"
+    # in the second block (1024 records a block); each holds one value
+    edit_examples(tfrecord_path, header_path, {1030: {"v#shape": [2]}, 1033: {"v#shape": [2]}})
+    assert_check_fails(tfrecord_path, header_path, "v",
+                       "the number of values does not match the stored shape, found 1")
 
 
 RAGGED_EDITS = {
@@ -276,21 +291,8 @@ def test_ragged_row_lengths_that_do_not_add_up(paths, name):
     save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant(
         [[[[1, 2], [3]]], [[[4]]], [[[5, 6], [7]], [[8]]]], tf.int64)}), tfrecord_path, header_path)
     key, lengths, problem = RAGGED_EDITS[name]
-    records = list(tf.data.TFRecordDataset(tfrecord_path).as_numpy_iterator())
-    example = tf.train.Example.FromString(records[0])
-    example.features.feature[key].int64_list.value[:] = lengths
-    records[0] = example.SerializeToString()
-    with tf.io.TFRecordWriter(tfrecord_path) as writer:
-        for record in records:
-            writer.write(record)
-    size = Path(tfrecord_path).stat().st_size  # protobuf's own serialization may differ
-    edit_header(header_path, lambda h: h["shards"][0].update(num_bytes=size))
-    with pytest.raises(tf.errors.InvalidArgumentError) as info:
-        iterate(tfrecord_path, header_path)
-    assert f"{tfrecord_path}: feature \\'r\\': {problem}" in info.value.message
-    with pytest.raises(CorruptDataError) as info:
-        verify(tfrecord_path, header_path)
-    assert str(info.value) == f"{tfrecord_path}: feature 'r': {problem}"
+    edit_examples(tfrecord_path, header_path, {0: {key: lengths}})
+    assert_check_fails(tfrecord_path, header_path, "r", problem)
 
 
 # ---- (e) missing files ---------------------------------------------------------------------
