@@ -774,7 +774,7 @@ def _encode_list(encoding: str, values: np.ndarray, splits: np.ndarray | None, r
 
     `values` holds every row's values in order, flattened; row i owns values
     `splits[i]:splits[i + 1]` (or an equal share of them when `splits` is None).
-    Mirrored by `_Decoder._parse_specs` and `_decode_raw_fixed` / `_decode_raw_ragged`.
+    Mirrored by `_Decoder._parse_specs` and `_raw_fixed` / `_raw_ragged`.
     """
     if encoding in ("float", "raw"):  # one length-delimited field of little-endian bytes
         if encoding == "float":
@@ -2085,8 +2085,12 @@ class _Decoder:
             serialized = tf.identity(serialized)
         names = tf.strings.join([path, ":", tf.strings.as_string(tf.range(start, end))])
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
-        leaves = [tf.zeros([rows], tf.bool) if empty else self._decode_feature(f, parsed, path)
-                  for f, empty in zip(self.features, self.empty)]
+        checks = _Checks(path)
+        decoders = [None if empty else self._decode_feature(f, parsed, checks)
+                    for f, empty in zip(self.features, self.empty)]
+        with tf.control_dependencies(checks.assertion()):
+            leaves = [tf.zeros([rows], tf.bool) if decode is None else decode()
+                      for decode in decoders]
         return tuple(leaves) if self.element_map else self.pack(leaves)
 
     def finishing(self, element_spec):
@@ -2137,82 +2141,96 @@ class _Decoder:
 
         return build(self.structure)
 
-    def _decode_feature(self, f: _Feature, parsed: dict, path):
-        """Mirror of `_encode_streams`: one batched component from its parsed keys."""
+    def _decode_feature(self, f: _Feature, parsed: dict, checks: _Checks):
+        """Mirror of `_encode_streams`. Adds what one component's parsed keys must satisfy to
+        `checks`, and returns the function that builds the batched component from them; it is
+        called once every check of the block holds (ops there, reshapes say, could fail with
+        TensorFlow's own message otherwise)."""
         values = parsed[f.name]
         if self._as_bytes(f):
-            return values
+            return lambda: values
         if f.kind == "fixed":
             if f.encoding == "raw":
-                rows = tf.shape(values)[:1]
-                values = _decode_raw_fixed(f, values, path)
-                values = tf.reshape(values, tf.concat([rows, tf.constant(f.shape, tf.int32)], 0))
+                decode = _raw_fixed(f, values, checks)
             else:
-                values = self._restore(f, values)
-            if f.ragged:  # ragged rank 0: a batch of them is ragged in its second dim
-                splits_dtype = tf.as_dtype(f.row_splits_dtype)
+                def decode():
+                    return self._restore(f, values)
+            if not f.ragged:
+                return decode
+
+            def ragged_rank_0():  # a batch of them is ragged in its second dim
+                batch = decode()
                 return tf.RaggedTensor.from_uniform_row_length(
-                    tf.reshape(values, [tf.shape(values)[0] * f.shape[0], *f.shape[1:]]),
-                    tf.constant(f.shape[0], splits_dtype))
-            return values
+                    tf.reshape(batch, [tf.shape(batch)[0] * f.shape[0], *f.shape[1:]]),
+                    tf.constant(f.shape[0], tf.as_dtype(f.row_splits_dtype)))
+            return ragged_rank_0
         if f.encoding == "raw":
-            values = _decode_raw_ragged(f, values, path)
+            counts, flat = _raw_ragged(f, values, checks)
+
+            def rows():
+                return tf.RaggedTensor.from_row_lengths(flat(), counts, validate=False)
         else:
-            values = values.with_flat_values(self._restore(f, values.flat_values))
-        if f.kind == "varshape":
-            shapes = parsed[f.shape_key]
-            known = [d if d is not None else -1 for d in f.shape]
-            shapes = _checked(shapes, tf.logical_and(shapes >= 0, tf.logical_or(
-                tf.equal(shapes, known), tf.equal(known, -1))), path, f,
-                f"a stored shape does not fit {list(f.shape)}", found=shapes)
-            counts, found = tf.reduce_prod(shapes, axis=1), values.row_lengths()
-            values = values.with_flat_values(_checked(
-                values.flat_values, tf.equal(counts, found), path, f,
-                "the number of values does not match the stored shape", found=found))
+            counts = values.row_lengths()
+
+            def flat():
+                return self._restore(f, values.flat_values)
+
+            def rows():
+                return values.with_flat_values(flat())
+        if f.kind == "ragged":
+            return self._rebuild_ragged(f, counts, flat, parsed, checks)
+        shapes = parsed[f.shape_key]
+        known = [d if d is not None else -1 for d in f.shape]
+        checks.add(tf.logical_and(shapes >= 0, tf.logical_or(tf.equal(shapes, known),
+                                                             tf.equal(known, -1))),
+                   f, f"a stored shape does not fit {list(f.shape)}", found=shapes)
+        checks.add(tf.equal(tf.reduce_prod(shapes, axis=1), counts), f,
+                   "the number of values does not match the stored shape", found=counts)
+
+        def varshape():
             if self.whole_blocks or f.ragged:  # [rows, None, *inner] like ragged_batch
                 # rows counted, not inferred (-1): inner dims may be 0
-                inner = tf.reshape(values.flat_values,
-                                   [tf.reduce_sum(shapes[:, 0]), *f.shape[1:]])
+                inner = tf.reshape(flat(), [tf.reduce_sum(shapes[:, 0]), *f.shape[1:]])
                 lengths = tf.cast(shapes[:, 0], tf.as_dtype(f.row_splits_dtype))
                 return tf.RaggedTensor.from_row_lengths(inner, lengths, validate=False)
-            return values, shapes
-        return self._rebuild_ragged(f, values, parsed, path)
+            return rows(), shapes
+        return varshape
 
     def _restore(self, f: _Feature, values):
         if not self.original or values.dtype == f.dtype.tf_dtype:
             return values
         return tf.cast(values, f.dtype.tf_dtype)
 
-    def _rebuild_ragged(self, f: _Feature, values, parsed, path):
-        """A batch of ragged components from flat values and each level's row lengths."""
+    def _rebuild_ragged(self, f: _Feature, counts, flat, parsed, checks: _Checks):
+        """A batch of ragged components from their flat values (`flat()`, `counts` of them a
+        record) and each level's row lengths."""
         splits_dtype = tf.as_dtype(f.row_splits_dtype)
         levels = [parsed[f.lengths_key(k)] for k in range(f.ragged_rank)]
         # Each element's values must fill its innermost rows, and each level its parent rows.
-        inner = math.prod(f.inner_shape)
         sums = [_row_sums(lengths) for lengths in levels]
-        found = values.row_lengths()
-        flat = _checked(values.flat_values, tf.equal(sums[-1] * inner, found),
-                        path, f, "the number of values does not match the row lengths",
-                        found=found)
+        checks.add(tf.equal(sums[-1] * math.prod(f.inner_shape), counts), f,
+                   "the number of values does not match the row lengths", found=counts)
         for k in range(f.ragged_rank - 1):
-            flat = _checked(flat, tf.equal(sums[k], levels[k + 1].row_lengths()), path, f,
-                            f"row lengths of level {k + 1} do not match level {k}")
+            checks.add(tf.equal(sums[k], levels[k + 1].row_lengths()), f,
+                       f"row lengths of level {k + 1} do not match level {k}")
         nrows = tf.cast(levels[0].row_lengths(), splits_dtype)
         if f.shape[0] is not None:
-            flat = _checked(flat, tf.equal(nrows, f.shape[0]), path, f,
-                            f"rows per element differ from the header's {f.shape[0]}",
-                            found=nrows)
-        result = tf.reshape(flat, [-1, *f.inner_shape])
-        for k in reversed(range(f.ragged_rank)):
-            uniform = f.shape[k + 1]
-            if uniform is not None:
-                result = tf.RaggedTensor.from_uniform_row_length(result, uniform)
-            else:
-                result = tf.RaggedTensor.from_row_lengths(
-                    result, tf.cast(levels[k].flat_values, splits_dtype), validate=False)
-        if f.shape[0] is not None:
-            return tf.RaggedTensor.from_uniform_row_length(result, f.shape[0])
-        return tf.RaggedTensor.from_row_lengths(result, nrows, validate=False)
+            checks.add(tf.equal(nrows, f.shape[0]), f,
+                       f"rows per element differ from the header's {f.shape[0]}", found=nrows)
+
+        def rebuild():
+            result = tf.reshape(flat(), [-1, *f.inner_shape])
+            for k in reversed(range(f.ragged_rank)):
+                uniform = f.shape[k + 1]
+                if uniform is not None:
+                    result = tf.RaggedTensor.from_uniform_row_length(result, uniform)
+                else:
+                    result = tf.RaggedTensor.from_row_lengths(
+                        result, tf.cast(levels[k].flat_values, splits_dtype), validate=False)
+            if f.shape[0] is not None:
+                return tf.RaggedTensor.from_uniform_row_length(result, f.shape[0])
+            return tf.RaggedTensor.from_row_lengths(result, nrows, validate=False)
+        return rebuild
 
 
 def _row_sums(ragged):
@@ -2222,46 +2240,81 @@ def _row_sums(ragged):
     return ends[1:] - ends[:-1]
 
 
-def _checked(value, condition, path, feature: _Feature, problem: str, found=None):
-    """`value`, once `condition` holds everywhere; else a "super_serial:" error naming the file
-    and the feature (and the largest `found` value where the condition is false: it takes
-    fewer ops than the first, and each op costs on every iterator made)."""
-    parts = ["super_serial: ", path, f": feature '{feature.name}': {problem}"]
-    if found is not None:
-        found = tf.where(condition, tf.int64.min, tf.cast(found, tf.int64))
-        parts[-1] += ", found "
-        parts.append(tf.strings.as_string(tf.reduce_max(found)))
-    check = tf.debugging.Assert(tf.reduce_all(condition), [tf.strings.join(parts)],
-                                summarize=1)
-    with tf.control_dependencies([check]):
-        return tf.identity(value)
+class _Checks:
+    """What the records of a block must satisfy, gathered while their features are decoded,
+    and checked by one assertion: a "super_serial:" error naming the file, the feature, and
+    the largest failing value ("found N") of the first check (in feature order) that fails.
+
+    One assertion for all: each op in block decoding costs again every time an iterator is
+    made, and separate assertions, each with its message, took about 13 ops a check.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.conditions, self.found, self.problems = [], [], []
+
+    def add(self, condition, feature: _Feature, problem: str, found=None):
+        """`condition`: [records] or [records, n] booleans; `found`: numbers of that shape."""
+        if condition.shape.rank > 1:
+            condition, found = tf.reduce_all(condition, axis=1), None if found is None else \
+                tf.reduce_max(tf.where(condition, tf.int64.min, tf.cast(found, tf.int64)), axis=1)
+        elif found is not None:
+            found = tf.where(condition, tf.int64.min, tf.cast(found, tf.int64))
+        self.conditions.append(condition)
+        self.found.append(found)
+        self.problems.append(f"feature '{feature.name}': {problem}"
+                             + (", found " if found is not None else ""))
+
+    def assertion(self) -> list:
+        """The assertion (none without checks), to be run before what the checks guard."""
+        if not self.conditions:
+            return []
+        passed = tf.reduce_all(tf.stack(self.conditions), axis=1)  # each check's
+        which = tf.argmin(tf.cast(passed, tf.int32))  # the first that fails
+        found = tf.stack([tf.fill(tf.shape(self.conditions[0]), tf.int64.min) if f is None
+                          else f for f in self.found])
+        value = tf.strings.as_string(tf.reduce_max(tf.gather(found, which)))
+        has_found = tf.gather([f is not None for f in self.found], which)
+        message = tf.strings.join(["super_serial: ", self.path, ": ",
+                                   tf.gather(self.problems, which),
+                                   tf.where(has_found, value, "")])
+        return [tf.debugging.Assert(tf.reduce_all(passed), [message], summarize=1)]
 
 
 def _raw_size(f: _Feature) -> int:
     return (f.dtype.raw_as or f.dtype.tf_dtype).size
 
 
-def _decode_raw_fixed(f: _Feature, strings, path):
-    """Mirror of `_encode_list` for raw: [rows] byte strings -> [rows, n] values."""
+def _raw_fixed(f: _Feature, strings, checks: _Checks):
+    """Mirror of `_encode_list` for raw: checks [rows] byte strings, and returns the function
+    that decodes them to [rows, *shape] values."""
     expected = math.prod(f.shape) * _raw_size(f)
     lengths = tf.strings.length(strings)
-    strings = _checked(strings, tf.equal(lengths, expected), path, f,
-                       f"expected {expected} bytes of {f.dtype.name} per record", found=lengths)
-    if expected == 0:
-        return tf.zeros([tf.shape(strings)[0], 0], f.dtype.tf_dtype)
-    values = tf.io.decode_raw(strings, f.dtype.raw_as, little_endian=True)
-    return _bitcast(values, f)
+    checks.add(tf.equal(lengths, expected), f,
+               f"expected {expected} bytes of {f.dtype.name} per record", found=lengths)
+
+    def decode():
+        rows = tf.shape(strings)[:1]
+        if expected == 0:
+            return tf.zeros([rows[0], *f.shape], f.dtype.tf_dtype)
+        values = _bitcast(tf.io.decode_raw(strings, f.dtype.raw_as, little_endian=True), f)
+        return tf.reshape(values, tf.concat([rows, tf.constant(f.shape, tf.int32)], 0))
+    return decode
 
 
-def _decode_raw_ragged(f: _Feature, strings, path):
-    """Raw values of varying count: [rows] byte strings -> RaggedTensor [rows, None]."""
+def _raw_ragged(f: _Feature, strings, checks: _Checks):
+    """Raw values of varying count: checks [rows] byte strings, and returns the count of
+    values in each and the function that decodes all their values, flat."""
     size = _raw_size(f)
     lengths = tf.cast(tf.strings.length(strings), tf.int64)
-    strings = _checked(strings, tf.equal(lengths % size, 0), path, f,
-                       f"byte count is not a multiple of {size} ({f.dtype.name})", found=lengths)
-    flat = tf.io.decode_raw(tf.strings.reduce_join(strings), f.dtype.raw_as, little_endian=True)
-    return tf.RaggedTensor.from_row_lengths(_bitcast(tf.reshape(flat, [-1]), f), lengths // size,
-                                            validate=False)
+    checks.add(tf.equal(lengths % size, 0), f,
+               f"byte count is not a multiple of {size} ({f.dtype.name})", found=lengths)
+
+    def decode():
+        flat = tf.io.decode_raw(tf.strings.reduce_join(strings), f.dtype.raw_as,
+                                little_endian=True)
+        return _bitcast(tf.reshape(flat, [-1]), f)
+    return lengths // size, decode
 
 
 def _bitcast(values, f: _Feature):

@@ -295,6 +295,19 @@ def test_ragged_row_lengths_that_do_not_add_up(paths, name):
     assert_check_fails(tfrecord_path, header_path, "r", problem)
 
 
+def test_of_several_failing_checks_the_first_feature_is_named(paths):
+    """Records failing the checks of two features: the message is always the one of the
+    feature that comes first (in the order of the structure)."""
+    tfrecord_path, header_path = paths
+    rows = [np.arange(i % 3 + 1, dtype=np.float64) for i in range(5)]
+    source = tf.data.Dataset.from_generator(lambda: iter(rows),
+                                            output_signature=tf.TensorSpec([None], tf.float64))
+    save(tf.data.Dataset.zip({"a": source, "b": source}), tfrecord_path, header_path)
+    edit_examples(tfrecord_path, header_path, {2: {"a#shape": [9], "b#shape": [8]}})
+    assert_check_fails(tfrecord_path, header_path, "a",
+                       "the number of values does not match the stored shape, found 3")
+
+
 # ---- (e) missing files ---------------------------------------------------------------------
 
 

@@ -149,6 +149,26 @@ def test_block_decoding_is_a_one_device_function(paths):
     assert any(node.op == "ParseExampleV2" for node in marked[0].node_def)
 
 
+def test_block_decoding_checks_every_feature_with_one_assertion(tmp_path):
+    """Each op of block decoding costs again every time an iterator is made: the checks of all
+    features (raw byte counts, stored shapes, row lengths) share one assertion, beside the one
+    on the block's record count."""
+    path = tmp_path / "checked.tfrecord"
+    varying = tf.data.Dataset.from_generator(
+        lambda: (np.zeros([i % 3, 2], np.float64) for i in range(6)),
+        output_signature=tf.TensorSpec([None, 2], tf.float64))
+    ds = tf.data.Dataset.zip({"u8": tf.data.Dataset.from_tensor_slices(np.zeros([6, 4], np.uint8)),
+                              "var": varying, "rag": tf.data.Dataset.from_tensor_slices(
+                                  tf.ragged.constant([[[1]], [[2, 3], []]] * 3, tf.int64))})
+    super_serial.save(ds, path)
+    assert_same_elements(ds, super_serial.load(path))
+    [pipeline] = pipelines_for(path)
+    [decode] = [f for f in one_device_functions(pipeline)
+                if any(node.op == "ParseExampleV2" for node in f.node_def)]
+    asserts = [node for node in decode.node_def if node.op == "Assert"]
+    assert len(asserts) == 2, [node.name for node in asserts]  # 6 when each check had its own
+
+
 def test_reading_shards_is_a_one_device_function_too(tmp_path):
     path = tmp_path / "sharded.tfrecord"
     super_serial.save(dataset(30, "sharded"), path, num_shards=3)
