@@ -807,7 +807,14 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
             leaf = leaf.flat_values
         return {feature.name: (feature.encoding, _numpy(leaf).reshape(-1), None)}
     if feature.kind == "varshape":
-        if isinstance(leaf, tuple):  # flattened values and shapes
+        if isinstance(leaf, tf.SparseTensor):  # `sparse_batch` of one unknown dim (`_sized_dim`)
+            flat = _numpy(leaf.values)
+            counts = np.bincount(np.asarray(leaf.indices)[:, 0], minlength=rows)
+            splits = np.concatenate([[0], np.cumsum(counts)])
+            shapes = np.array([d or 0 for d in feature.shape], np.int64)[None].repeat(rows, 0)
+            shapes[:, feature.shape.index(None)] = counts // math.prod(
+                d for d in feature.shape if d is not None)
+        elif isinstance(leaf, tuple):  # flattened values and shapes
             values, shapes = leaf
             flat, splits, shapes = _numpy(values.flat_values), values.row_splits.numpy(), \
                 shapes.numpy()
@@ -1030,6 +1037,9 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
     block = max(1, min(1024, _TARGET_BLOCK_BYTES // size))
     if num_shards > 1 and cardinality > 0:
         block = max(1, min(block, -(-cardinality // num_shards)))
+    if _sparse_batches(features):  # their indices: an int64 per dim and value, and the batch's
+        size += sum(8 * (len(f.shape) + 1) * math.prod(64 if d is None else d for d in f.shape)
+                    for f in features if f.kind == "varshape" and not f.ragged)
     batch = max(1, min(_MAX_BATCH_RECORDS, _TARGET_BATCH_BYTES // size) // block) * block
     return block, batch
 
@@ -1037,14 +1047,21 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
 def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
     """Batches of the dataset as lists of components (one per feature) ready to encode.
 
-    Dense components of unknown shape are batched as ragged tensors, as `ragged_batch` does
-    but without its per-element tf.data map. Those with an unknown dim besides the first are
-    flattened first, with their shapes beside them unless the number of values gives the one
-    unknown dim, so that every dim (a 7 after a 0, say) keeps its exact extent. Ragged
-    components of ragged rank 0 batch as ragged by themselves.
+    Dense components of unknown shape whose number of values gives their shape (one unknown
+    dim, `_sized_dim`) are batched as sparse tensors by `sparse_batch`, over windows of the
+    dataset: no function runs for each element. Otherwise they are batched as ragged tensors,
+    as `ragged_batch` does but without its per-element tf.data map: those with an unknown dim
+    besides the first are flattened first, with their shapes beside them unless the number of
+    values gives the one unknown dim, so that every dim (a 7 after a 0, say) keeps its exact
+    extent. Ragged components of ragged rank 0 batch as ragged by themselves.
     """
     specs = tf.nest.flatten(dataset.element_spec)
-    if any(f.kind == "varshape" and not f.ragged for f in features):
+    if _sparse_batches(features):
+        windows = dataset.window(batch_records)
+        function, structure = _window_batching(tuple(tf.nest.flatten(windows.element_spec)),
+                                               tuple(specs), tuple(features), batch_records)
+        batched, unpack = _flat_map(windows, function, structure), list
+    elif any(f.kind == "varshape" and not f.ragged for f in features):
         function, structure = _flattening(tuple(specs), tuple(features))
         mapped = _map_inline(dataset, function, structure)
         # A parallel batch, which map_and_batch_fusion leaves apart from the map before it
@@ -1058,6 +1075,28 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
         batched = batched.with_options(_NO_GRAPH_REWRITES)
     for batch in batched:
         yield unpack(batch)
+
+
+@functools.lru_cache(maxsize=16)
+def _window_batching(window_specs: tuple, specs: tuple, features: tuple, batch_records: int):
+    """The traced function (and the structure it gives) that makes one batch of a window of
+    `batch_records` elements, given as a dataset for each component: `sparse_batch` for dense
+    components of unknown shape, `batch` for the others."""
+    def batch_window(*windows):
+        return tf.data.Dataset.zip(tuple(
+            window.sparse_batch(batch_records, s.shape)
+            if f.kind == "varshape" and not f.ragged else window.batch(batch_records)
+            for f, s, window in zip(features, specs, windows)))
+    return _one_device_function(batch_window, list(window_specs))
+
+
+def _sparse_batches(features) -> bool:
+    """Whether save batches the dense components of unknown shape with `sparse_batch`: when
+    there are some and the number of values gives the shape of each (`_sized_dim`). Its
+    indices (an int64 per dim and value) cost more memory than the values, but a constant
+    factor, and no function runs for each element."""
+    varshape = [f for f in features if f.kind == "varshape" and not f.ragged]
+    return bool(varshape) and all(_sized_dim(f) is not None for f in varshape)
 
 
 @functools.lru_cache(maxsize=16)
@@ -1125,6 +1164,8 @@ def _applies_functions(dataset) -> bool:
 def _rows(leaf) -> int:
     if isinstance(leaf, tuple):
         leaf = leaf[1]
+    if isinstance(leaf, tf.SparseTensor):
+        return int(leaf.dense_shape[0])
     if isinstance(leaf, tf.RaggedTensor):
         return int(leaf.nrows())
     return int(leaf.shape[0])
@@ -1973,6 +2014,17 @@ def _as_ragged_batch_element(x):
     splits = [tf.range(rows[level] + 1) * shape[level + 1] for level in range(last)]
     return _ragged_variant(tf.reshape(x, tf.concat([rows[last:last + 1], shape[last + 1:]], 0)),
                            splits)
+
+
+def _flat_map(dataset, function, structure) -> tf.data.Dataset:
+    """`dataset.flat_map` of a function from `_one_device_function` (`structure`: what its
+    datasets hold): one-device, so that making an iterator does not run grappler over it."""
+    specs = _flat_specs(structure)
+    variant = tf.raw_ops.FlatMapDataset(
+        input_dataset=tf.data.experimental.to_variant(dataset),
+        other_arguments=function.captured_inputs, f=function,
+        output_types=[s.dtype for s in specs], output_shapes=[s.shape for s in specs])
+    return tf.data.experimental.from_variant(variant, structure)
 
 
 def _interleave(dataset, fn, cycle_length, parallel: bool, deterministic: bool):
