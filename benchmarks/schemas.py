@@ -56,6 +56,11 @@ def schemas(n: int) -> dict:
                                False),
         "float32 [None, 2]": (varying([None, 2], lambda i: (i % 3 + 1, 2)), True),
         "float32 [2, None]": (varying([2, None], lambda i: (2, i % 3 + 1)), True),
+        # larger elements, fewer of them (n / 8): about 500 values, and about 4,000
+        "float32 [None] (about 500 values)": (
+            varying([None], lambda i: (i * 7919 % 1000 + 1,)).take(n // 8), True),
+        "float32 [None, 64] (about 64 rows)": (
+            varying([None, 64], lambda i: (i * 7919 % 128 + 1, 64)).take(n // 8), True),
     }
     return {name: (dataset.cache(), varies) for name, (dataset, varies) in made.items()}
 

@@ -1092,11 +1092,14 @@ def _window_batching(window_specs: tuple, specs: tuple, features: tuple, batch_r
 
 def _sparse_batches(features) -> bool:
     """Whether save batches the dense components of unknown shape with `sparse_batch`: when
-    there are some and the number of values gives the shape of each (`_sized_dim`). Its
-    indices (an int64 per dim and value) cost more memory than the values, but a constant
-    factor, and no function runs for each element."""
+    there are some, the number of values gives the shape of each (`_sized_dim`), and their
+    known dims hold few values (`[None, 64]` loses: its indices, an int64 per dim and value,
+    cost more than the per-element map they save; 171 against 97 ms for 1,500 elements of
+    about 64 rows). No function runs for each element then."""
     varshape = [f for f in features if f.kind == "varshape" and not f.ragged]
-    return bool(varshape) and all(_sized_dim(f) is not None for f in varshape)
+    return bool(varshape) and all(
+        _sized_dim(f) is not None and math.prod(d for d in f.shape if d is not None) <= 16
+        for f in varshape)
 
 
 @functools.lru_cache(maxsize=16)
