@@ -870,25 +870,32 @@ def _encode_records(features: list, leaves: list, rows: int) -> list:
 
 def _records(pieces: list, rows: int) -> list:
     """Each row's serialized record: bytes, or a tuple of the pieces it is made of when a wide
-    fixed piece (an image, say) is part of it.
+    piece (an image, a long list of values) is part of it.
 
-    Runs of narrow pieces are concatenated for all rows at once. Wide pieces stay read-only
+    Runs of narrow pieces are concatenated for all rows at once. Wide pieces, fixed ones at
+    least `_WIDE` bytes a row and ones of varying length that average that, stay read-only
     views into the batch's buffer, so that their bytes are copied only when they are written.
     `_joined` makes bytes of either kind.
     """
     segments, run, wide = [], [], False
     for piece in pieces + [None]:
-        if piece is None or (piece.fixed and piece.data.shape[1] >= _WIDE):
+        if piece is None or (piece.data.shape[1] >= _WIDE if piece.fixed
+                             else piece.data.size >= _WIDE * rows):
             if run:
                 data, offsets = _concat(run, rows)
                 data, offsets = data.tobytes(), offsets.tolist()  # slicing bytes is cheapest
                 segments.append([data[a:b] for a, b in zip(offsets, offsets[1:])])
                 run = []
             if piece is not None:
-                width, wide = piece.data.shape[1], True
+                wide = True
                 flat = np.ascontiguousarray(piece.data).reshape(-1).view()
                 flat.flags.writeable = False  # CRC32C wants read-only buffers
-                segments.append([flat[i * width:(i + 1) * width] for i in range(rows)])
+                if piece.fixed:
+                    width = piece.data.shape[1]
+                    segments.append([flat[i * width:(i + 1) * width] for i in range(rows)])
+                else:
+                    ends = np.cumsum(piece.lengths).tolist()
+                    segments.append([flat[a:b] for a, b in zip([0] + ends, ends)])
         else:
             run.append(piece)
     return list(zip(*segments)) if wide else segments[0]

@@ -199,6 +199,9 @@ def test_varints_of_any_int_dtype(values):
 def _slow_example(features, element) -> tf.train.Example:
     """The tf.train.Example of one element, built with the protobuf API."""
     def to_list(encoding, values):
+        if encoding == "bytes":  # as objects: NumPy's bytes dtype drops trailing NULs
+            return tf.train.Feature(bytes_list=tf.train.BytesList(
+                value=np.asarray(values, object).ravel().tolist()))
         values = np.asarray(values)
         if encoding == "int64":
             return tf.train.Feature(int64_list=tf.train.Int64List(
@@ -206,8 +209,6 @@ def _slow_example(features, element) -> tf.train.Example:
         if encoding == "float":
             return tf.train.Feature(float_list=tf.train.FloatList(
                 value=values.astype(np.float32).ravel().tolist()))
-        if encoding == "bytes":
-            return tf.train.Feature(bytes_list=tf.train.BytesList(value=values.ravel().tolist()))
         little = values.astype(values.dtype.newbyteorder("<"))
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[little.tobytes()]))
 
@@ -241,13 +242,19 @@ def test_encode_records_matches_protobuf(data, n):
             return [data.draw(finite_f32) for _ in range(n)]
         if kind == "wide":  # wide enough to be joined straight from the batch's buffer
             return [data.draw(arrays_of_bits("float64", (40,))) for _ in range(n)]
+        if kind == "long":  # varying length, wide on average: views into the batch too
+            return [data.draw(hnp.arrays(np.float32, st.integers(0, 160), elements=st.floats(
+                width=32, allow_nan=False))) for _ in range(n)]
+        if kind == "text":  # long strings of varying length
+            return [np.array(data.draw(st.binary(min_size=200, max_size=600)), object)
+                    for _ in range(n)]
         if kind == "str":
             return [data.draw(string_arrays((2,))) for _ in range(n)]
         return [data.draw(arrays_of_bits(kind, (2,))) for _ in range(n)]
 
     kinds = {"a_int8": "int8", "b_i64": "int64", "c_u64": "uint64", "d_f64": "float64",
              "e_bool": "bool", "f_f32": "f32", "g_str": "str", "h_var": "var", "i_b16": "bfloat16",
-             "k_wide": "wide"}
+             "k_wide": "wide", "l_long": "long", "m_text": "text"}
     columns = {name: column(kind) for name, kind in kinds.items()}
     element_rows = st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3), max_size=3)
     rows = data.draw(st.lists(element_rows, min_size=n, max_size=n), label="ragged")
@@ -256,9 +263,11 @@ def test_encode_records_matches_protobuf(data, n):
         tf.constant([len(row) for row in r], tf.int64)) for r in rows]
     elements = [{**{name: columns[name][i] for name in columns}, "j_rag": ragged[i]}
                 for i in range(n)]
-    spec = {name: tf.TensorSpec({"var": [None], "wide": [40]}.get(kind, [2]),
+    spec = {name: tf.TensorSpec({"var": [None], "wide": [40], "long": [None], "text": []}.get(
+                                    kind, [2]),
                                 {"f32": tf.float32, "var": tf.float32, "str": tf.string,
-                                 "wide": tf.float64}.get(kind) or tf.as_dtype(kind))
+                                 "wide": tf.float64, "long": tf.float32,
+                                 "text": tf.string}.get(kind) or tf.as_dtype(kind))
             for name, kind in kinds.items()}
     spec["j_rag"] = tf.RaggedTensorSpec([None, None], tf.int64, 1)
     dataset = tf.data.Dataset.from_generator(lambda: iter(elements), output_signature=spec)
