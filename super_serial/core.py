@@ -809,7 +809,8 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     if feature.kind == "varshape":
         if isinstance(leaf, tf.SparseTensor):  # `sparse_batch` of one unknown dim (`_sized_dim`)
             flat = _numpy(leaf.values)
-            counts = np.bincount(np.asarray(leaf.indices)[:, 0], minlength=rows)
+            # Indices are in batch order: each element's count from a binary search
+            counts = np.diff(np.searchsorted(np.asarray(leaf.indices)[:, 0], np.arange(rows + 1)))
             splits = np.concatenate([[0], np.cumsum(counts)])
             shapes = np.array([d or 0 for d in feature.shape], np.int64)[None].repeat(rows, 0)
             shapes[:, feature.shape.index(None)] = counts // math.prod(
