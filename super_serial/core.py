@@ -147,6 +147,11 @@ class _Feature:
         return "fixed" if None not in self.shape else "varshape"
 
     @property
+    def dense_unknown(self) -> bool:
+        """A dense tensor (not a tf.RaggedTensor) of unknown shape."""
+        return self.kind == "varshape" and not self.ragged
+
+    @property
     def shape_key(self) -> str:
         return f"{self.name}#shape"
 
@@ -812,9 +817,8 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
             # Indices are in batch order: each element's count from a binary search
             counts = np.diff(np.searchsorted(np.asarray(leaf.indices)[:, 0], np.arange(rows + 1)))
             splits = np.concatenate([[0], np.cumsum(counts)])
-            shapes = np.array([d or 0 for d in feature.shape], np.int64)[None].repeat(rows, 0)
-            shapes[:, feature.shape.index(None)] = counts // math.prod(
-                d for d in feature.shape if d is not None)
+            shapes = _shapes(feature, counts // math.prod(
+                d for d in feature.shape if d is not None))
         elif isinstance(leaf, tuple):  # flattened values and shapes
             values, shapes = leaf
             flat, splits, shapes = _numpy(values.flat_values), values.row_splits.numpy(), \
@@ -822,13 +826,11 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
         else:  # a ragged batch with one unknown dim: its rows, or given by its flat values
             flat, row_splits = _numpy(leaf.flat_values), leaf.row_splits.numpy()
             splits = row_splits * math.prod(flat.shape[1:])
-            shapes = np.array([d or 0 for d in feature.shape], np.int64)[None].repeat(rows, 0)
-            unknown = feature.shape.index(None)
-            if unknown == 0:
-                shapes[:, 0] = np.diff(row_splits)
+            if feature.shape[0] is None:  # its rows (known dims may be 0)
+                shapes = _shapes(feature, np.diff(row_splits))
             else:  # values flattened (`_sized_dim`): known dims are not 0
-                shapes[:, unknown] = np.diff(splits) // math.prod(
-                    d for d in feature.shape if d is not None)
+                shapes = _shapes(feature, np.diff(splits) // math.prod(
+                    d for d in feature.shape if d is not None))
         return {
             feature.name: (feature.encoding, flat.reshape(-1), splits),
             feature.shape_key: ("int64", shapes.reshape(-1), None),
@@ -843,6 +845,13 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     inner = math.prod(feature.inner_shape)
     streams[feature.name] = (feature.encoding, flat.reshape(-1), starts * inner)
     return streams
+
+
+def _shapes(feature: _Feature, extents: np.ndarray) -> np.ndarray:
+    """Each row's shape, for a feature with one unknown dim: its known dims, and `extents`."""
+    shapes = np.array([d or 0 for d in feature.shape], np.int64)[None].repeat(len(extents), 0)
+    shapes[:, feature.shape.index(None)] = extents
+    return shapes
 
 
 def _numpy(tensor) -> np.ndarray:
@@ -1032,7 +1041,12 @@ def _join(folder: str, name: str) -> str:
 
 def _element_bytes(feature: _Feature) -> int:
     itemsize = 32 if feature.dtype.name == "string" else feature.dtype.tf_dtype.size
-    return itemsize * math.prod(64 if d is None else d for d in feature.shape) + 16
+    return itemsize * _element_values(feature) + 16
+
+
+def _element_values(feature: _Feature) -> int:
+    """Values an element holds, as sizes are estimated: 64 for each unknown dim."""
+    return math.prod(64 if d is None else d for d in feature.shape)
 
 
 def _block_and_batch_records(features: list, num_shards: int, cardinality: int
@@ -1046,8 +1060,8 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
     if num_shards > 1 and cardinality > 0:
         block = max(1, min(block, -(-cardinality // num_shards)))
     if _sparse_batches(features):  # their indices: an int64 per dim and value, and the batch's
-        size += sum(8 * (len(f.shape) + 1) * math.prod(64 if d is None else d for d in f.shape)
-                    for f in features if f.kind == "varshape" and not f.ragged)
+        size += sum(8 * (len(f.shape) + 1) * _element_values(f)
+                    for f in features if f.dense_unknown)
     batch = max(1, min(_MAX_BATCH_RECORDS, _TARGET_BATCH_BYTES // size) // block) * block
     return block, batch
 
@@ -1069,7 +1083,7 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
         function, structure = _window_batching(tuple(tf.nest.flatten(windows.element_spec)),
                                                tuple(specs), tuple(features), batch_records)
         batched, unpack = _flat_map(windows, function, structure), list
-    elif any(f.kind == "varshape" and not f.ragged for f in features):
+    elif any(f.dense_unknown for f in features):
         function, structure = _flattening(tuple(specs), tuple(features))
         mapped = _map_inline(dataset, function, structure)
         # A parallel batch, which map_and_batch_fusion leaves apart from the map before it
@@ -1093,7 +1107,7 @@ def _window_batching(window_specs: tuple, specs: tuple, features: tuple, batch_r
     def batch_window(*windows):
         return tf.data.Dataset.zip(tuple(
             window.sparse_batch(batch_records, s.shape)
-            if f.kind == "varshape" and not f.ragged else window.batch(batch_records)
+            if f.dense_unknown else window.batch(batch_records)
             for f, s, window in zip(features, specs, windows)))
     return _one_device_function(batch_window, list(window_specs))
 
@@ -1104,7 +1118,7 @@ def _sparse_batches(features) -> bool:
     known dims hold few values (`[None, 64]` loses: its indices, an int64 per dim and value,
     cost more than the per-element map they save; 140 against 54 ms for 1,500 elements of
     about 64 rows). No function runs for each element then."""
-    varshape = [f for f in features if f.kind == "varshape" and not f.ragged]
+    varshape = [f for f in features if f.dense_unknown]
     return bool(varshape) and all(
         _sized_dim(f) is not None and math.prod(d for d in f.shape if d is not None) <= 16
         for f in varshape)
@@ -1121,7 +1135,7 @@ def _flattening(specs: tuple, features: tuple):
     def flatten(*tensors):
         out = []
         for f, s, x in zip(features, specs, tensors):
-            if f.kind != "varshape" or f.ragged:
+            if not f.dense_unknown:
                 out.append(x)
                 structure.append(s)
             elif _sized_dim(f) == 0:
@@ -2098,7 +2112,7 @@ class _Decoder:
         self.block_records = header.block_records
         self.features = header.features
         self.original = original_dtypes
-        self.reshaped = [f.kind == "varshape" and not f.ragged and not self._as_bytes(f)
+        self.reshaped = [f.dense_unknown and not self._as_bytes(f)
                          for f in self.features]
         # Batches are used whole (components of unknown shape as ragged batches, as
         # Dataset.ragged_batch gives them) unless an unknown dim other than the first needs a
@@ -2318,11 +2332,11 @@ class _Checks:
 
     def add(self, condition, feature: _Feature, problem: str, found=None):
         """`condition`: [records] or [records, n] booleans; `found`: numbers of that shape."""
-        if condition.shape.rank > 1:
-            condition, found = tf.reduce_all(condition, axis=1), None if found is None else \
-                tf.reduce_max(tf.where(condition, tf.int64.min, tf.cast(found, tf.int64)), axis=1)
-        elif found is not None:
+        if found is not None:  # the failing values
             found = tf.where(condition, tf.int64.min, tf.cast(found, tf.int64))
+        if condition.shape.rank > 1:  # a record's, together
+            condition = tf.reduce_all(condition, axis=1)
+            found = None if found is None else tf.reduce_max(found, axis=1)
         self.conditions.append(condition)
         self.found.append(found)
         self.problems.append(f"feature '{feature.name}': {problem}"
