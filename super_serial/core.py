@@ -1071,14 +1071,17 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
 
     Dense components of unknown shape whose number of values gives their shape (one unknown
     dim, `_sized_dim`) are batched as sparse tensors by `sparse_batch`, over windows of the
-    dataset: no function runs for each element. Otherwise they are batched as ragged tensors,
+    dataset, or over the dataset itself when it has no other component (windows cost as much
+    again): no function runs for each element. Otherwise they are batched as ragged tensors,
     as `ragged_batch` does but without its per-element tf.data map: those with an unknown dim
     besides the first are flattened first, with their shapes beside them unless the number of
     values gives the one unknown dim, so that every dim (a 7 after a 0, say) keeps its exact
     extent. Ragged components of ragged rank 0 batch as ragged by themselves.
     """
     specs = tf.nest.flatten(dataset.element_spec)
-    if _sparse_batches(features):
+    if _sparse_batches(features) and len(specs) == 1:  # the dataset's only component
+        batched, unpack = _sparse_batch(dataset, batch_records, specs[0]), lambda b: [b]
+    elif _sparse_batches(features):
         windows = dataset.window(batch_records)
         function, structure = _window_batching(tuple(tf.nest.flatten(windows.element_spec)),
                                                tuple(specs), tuple(features), batch_records)
@@ -1110,6 +1113,20 @@ def _window_batching(window_specs: tuple, specs: tuple, features: tuple, batch_r
             if f.dense_unknown else window.batch(batch_records)
             for f, s, window in zip(features, specs, windows)))
     return _one_device_function(batch_window, list(window_specs))
+
+
+def _sparse_batch(dataset, batch_records: int, spec) -> tf.data.Dataset:
+    """`dataset.sparse_batch(batch_records, spec.shape)` for a dataset of one component, also
+    when that component sits in a dict or tuple (`Dataset.sparse_batch` takes bare tensors
+    only): the same op, on the dataset's variant."""
+    structure = tf.SparseTensorSpec([None, *spec.shape], spec.dtype)
+    flat = structure._flat_tensor_specs  # noqa: SLF001 - how tf.data holds a sparse tensor
+    variant = tf.raw_ops.DenseToSparseBatchDataset(
+        input_dataset=tf.data.experimental.to_variant(dataset),
+        batch_size=tf.constant(batch_records, tf.int64),
+        row_shape=tf.constant([-1 if d is None else d for d in spec.shape], tf.int64),
+        output_types=[s.dtype for s in flat], output_shapes=[s.shape for s in flat])
+    return tf.data.experimental.from_variant(variant, structure)
 
 
 def _sparse_batches(features) -> bool:

@@ -258,6 +258,22 @@ def test_unknown_dims_batch_size_is_ragged_batch(case, paths):
     assert_same_elements(dataset.ragged_batch(2), super_serial.load(*paths, batch_size=2))
 
 
+@pytest.mark.parametrize("wrap", ["bare", "dict", "tuple"])
+@pytest.mark.parametrize("case", ["None", "3,None", "2,None,3", "all-empty-None"])
+def test_unknown_dims_of_the_only_component(case, wrap, paths):
+    """A dataset whose only component has one unknown dim is batched by sparse_batch
+    directly, bare or in a dict or tuple of one."""
+    spec_shape, shapes = UNKNOWN_SHAPES[case]
+    wrapped = {"bare": lambda x: x, "dict": lambda x: {"x": x}, "tuple": lambda x: (x,)}[wrap]
+    for dtype in ["bool", "uint8", "int64", "bfloat16", "float64", "complex128", "string"]:
+        elements = [wrapped(make_values(dtype, shape, i)) for i, shape in enumerate(shapes)]
+        dataset = generated(elements, wrapped(tf.TensorSpec(spec_shape, tf.as_dtype(dtype))))
+        loaded = roundtrip(dataset, paths)
+        assert loaded.element_spec == dataset.element_spec
+        assert_same_elements(dataset, loaded)
+        assert [tuple(tf.nest.flatten(e)[0].shape) for e in loaded] == shapes
+
+
 def test_unknown_dims_bare_tensor(paths):
     shapes = [(0, 7), (2, 3), (0, 0), (1, 1)]
     dataset = generated([make_values("uint64", s, i) for i, s in enumerate(shapes)],
@@ -751,6 +767,7 @@ def test_save_turns_graph_rewrites_off_only_without_functions(mapped, paths, mon
 @pytest.mark.parametrize("dense_unknown, expected", [
     (None, []),
     ("[None]", ["window"]),  # the number of values gives the shape: sparse_batch over windows
+    ("only [None]", ["sparse_batch"]),  # the only component: sparse_batch, no windows
     ("[None, None]", ["inline"]),  # needs each shape: an inline map
 ])
 def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
@@ -767,6 +784,8 @@ def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
     elif dense_unknown == "[None, None]":
         dataset = dataset.map(lambda e: {**e, "d": tf.zeros(tf.cast([e["x"], 2 - e["x"] % 2],
                                                                     tf.int32))})
+    elif dense_unknown == "only [None]":
+        dataset = dataset.map(lambda e: {"d": tf.range(tf.cast(e["x"], tf.int32))})
     calls = []
     for name in ("ragged_batch", "map", "window"):
         original = getattr(tf.data.Dataset, name)
@@ -775,6 +794,9 @@ def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
     map_inline = super_serial.core._map_inline
     monkeypatch.setattr(super_serial.core, "_map_inline",
                         lambda *a: calls.append("inline") or map_inline(*a))
+    sparse_batch = super_serial.core._sparse_batch
+    monkeypatch.setattr(super_serial.core, "_sparse_batch",
+                        lambda *a: calls.append("sparse_batch") or sparse_batch(*a))
     super_serial.save(dataset, *paths)
     monkeypatch.undo()
     assert calls == expected
