@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import functools
+import itertools
 import math
 import os
 import queue
@@ -919,9 +920,15 @@ def _record_size(record) -> int:
     return len(record) if type(record) is bytes else sum(map(len, record))
 
 
-def _record_sizes(records: list) -> Iterable[int]:
-    """Sizes of a batch's records, all bytes or all tuples of pieces (`_records`)."""
-    return map(len if type(records[0]) is bytes else _record_size, records)
+def _record_sizes(records: list) -> np.ndarray:
+    """Sizes of a batch's records, all bytes or all tuples of as many pieces (`_records`),
+    measured without a Python call for each record."""
+    n = len(records)
+    if not n or type(records[0]) is bytes:
+        return np.fromiter(map(len, records), np.int64, n)
+    width = len(records[0])
+    sizes = np.fromiter(map(len, itertools.chain.from_iterable(records)), np.int64, n * width)
+    return sizes.reshape(n, width).sum(1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1321,16 +1328,17 @@ def _masked_crc32c(crcs) -> np.ndarray:
 def _frame(records: list) -> list:
     """Records in TFRecord framing, as tf.io.TFRecordWriter writes them: a list of pieces to be
     written in order (the records themselves, and the bytes around them)."""
-    crc, n = google_crc32c.value, len(records)
+    n = len(records)
     whole = type(records[0]) is bytes  # else tuples of pieces (all records of a batch alike)
-    lengths = np.fromiter(_record_sizes(records), np.uint64, n)
-    distinct, which = np.unique(lengths, return_inverse=True)
-    length_crcs = _masked_crc32c([crc(x.tobytes()) for x in distinct.astype("<u8")])
+    lengths = _record_sizes(records).astype(np.uint64)
     glue = np.zeros(n + 1, _GLUE)
     glue["length"][:n] = lengths
-    glue["length_crc"][:n] = length_crcs[which.reshape(-1)]
-    glue["footer"][1:] = _masked_crc32c(
-        np.fromiter(map(crc if whole else _pieces_crc32c, records), np.uint64, n))
+    glue["length_crc"][:n] = _masked_crc32c(_crc32c_u64(lengths))
+    # CRC32C of each record; of a tuple, its pieces' in turn: reduce(extend, pieces, 0)
+    crcs = map(google_crc32c.value, records) if whole else itertools.starmap(
+        functools.reduce, zip(itertools.repeat(google_crc32c.extend), records,
+                              itertools.repeat(0)))
+    glue["footer"][1:] = _masked_crc32c(np.fromiter(crcs, np.uint64, n))
     # bytes slices, not memoryviews: these small copies are cheaper than views, which the
     # garbage collector tracks
     data, size = glue.tobytes(), _GLUE.itemsize
@@ -1348,11 +1356,26 @@ def _frame(records: list) -> list:
     return out
 
 
-def _pieces_crc32c(pieces) -> int:
-    value = 0
-    for piece in pieces:
-        value = google_crc32c.extend(value, piece)
-    return value
+def _crc32c_table() -> np.ndarray:
+    """CRC32C's table: the remainder of each byte, bit-reflected (polynomial 0x82F63B78)."""
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1)
+    return table.astype(np.uint32)
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def _crc32c_u64(values: np.ndarray) -> np.ndarray:
+    """CRC32C of each value's 8 little-endian bytes (a record's length), for all at once: a
+    byte at a time through the table, as any table-driven CRC32C does."""
+    values = np.asarray(values, np.uint64)
+    crc = np.full(values.shape, 0xFFFFFFFF, np.uint32)
+    for shift in range(0, 64, 8):
+        byte = ((values >> np.uint64(shift)) & np.uint64(0xFF)).astype(np.uint32)
+        crc = _CRC32C_TABLE[(crc ^ byte) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+    return crc ^ np.uint32(0xFFFFFFFF)
 
 
 class _RecordFiles:
@@ -1418,7 +1441,7 @@ class _RecordFiles:
                 if items:
                     self._queues[lane].put(items)
             self._batches += 1
-        self.bytes_written += sum(_record_sizes(records))
+        self.bytes_written += int(_record_sizes(records).sum())
 
     def _deal(self, records: list, first_index: int) -> list:
         """The records of each shard: block b (of block_records) goes to shard b % shards."""

@@ -108,6 +108,20 @@ def test_masked_crc32c_is_tfrecords_masking():
     assert google_crc32c.value(b"123456789") == 0xE3069283  # the CRC-32C check value
 
 
+def test_length_crcs_are_crc32c_of_the_little_endian_lengths():
+    lengths = np.array([0, 1, 0x7F, 0x80, 0xFF, 0x100, 2**32 - 1, 2**32, 2**63, 2**64 - 1]
+                       + np.random.default_rng(0).integers(0, 2**63, 200).tolist(), np.uint64)
+    expected = [google_crc32c.value(int(x).to_bytes(8, "little")) for x in lengths.tolist()]
+    assert core._crc32c_u64(lengths).tolist() == expected
+
+
+def test_record_sizes_of_bytes_and_of_pieces():
+    assert core._record_sizes([b"ab", b"", b"cde"]).tolist() == [2, 0, 3]
+    pieces = [(b"ab", np.zeros(5, np.uint8), b""), (b"", np.zeros(0, np.uint8), b"xyz")]
+    assert core._record_sizes(pieces).tolist() == [7, 3]
+    assert core._record_sizes([]).tolist() == []
+
+
 def tabular(n: int) -> tf.data.Dataset:
     return tf.data.Dataset.range(n).map(lambda i: {
         "x": tf.fill([3], tf.cast(i, tf.float32)),
