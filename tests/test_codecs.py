@@ -280,3 +280,69 @@ def test_encode_records_matches_protobuf(data, n):
     assert len(records) == n
     for record, element in zip(records, dataset):
         assert tf.train.Example.FromString(record) == _slow_example(features, element)
+
+
+def _row_bytes(pieces: list, rows: int) -> list:
+    data, offsets = core._concat(pieces, rows)
+    data = np.asarray(data).tobytes()
+    return [data[a:b] for a, b in zip(offsets.tolist(), offsets[1:].tolist())]
+
+
+list_dtypes = st.sampled_from(["bool", "int16", "int32", "int64", "uint16", "uint32", "string"])
+
+
+@st.composite
+def list_rows(draw, dtype: str):
+    """Rows of values (some empty), as a flat array and its row splits; None for rows that are
+    all as long as each other, as for fixed shapes."""
+    rows = draw(st.integers(1, 6))
+    if draw(st.booleans()):
+        counts = [draw(st.integers(0, 40))] * rows
+        fixed = True
+    else:
+        counts = draw(st.lists(st.integers(0, 40), min_size=rows, max_size=rows))
+        fixed = False
+    total = sum(counts)
+    flat = (draw(string_arrays((total,))) if dtype == "string"
+            else draw(arrays_of_bits(dtype, (total,))))
+    splits = None if fixed else np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return flat, splits, rows
+
+
+@examples(120)
+@given(st.data(), list_dtypes)
+def test_tensorflow_lists_are_the_bytes_numpy_writes(data, dtype):
+    """Long lists of integers and strings are encoded by TensorFlow's encode_proto: byte for
+    byte what the NumPy encoder writes (empty Int64Lists too), or golden files would change."""
+    flat, splits, rows = data.draw(list_rows(dtype))
+    encoding = core._DTYPES[dtype].encoding
+    expected = _row_bytes(core._encode_list(encoding, flat.reshape(-1), splits, rows), rows)
+    got = _row_bytes([core._tf_lists(encoding, _tensor(flat, dtype), splits, rows)], rows)
+    assert got == expected
+
+
+def test_long_lists_are_those_tensorflow_encodes():
+    """At least _TF_LIST_VALUES values a row on average, and none more than twice as long as
+    the average (encode_proto pads every row to the longest)."""
+    long = core._TF_LIST_VALUES
+    values = tf.zeros([4 * long], tf.int64)
+    assert core._long_lists(values, None, 4)
+    assert not core._long_lists(values[:-1], None, 4)
+    assert core._long_lists(values, np.array([0, long, 2 * long, 3 * long, 4 * long]), 4)
+    assert not core._long_lists(values, np.array([0, 0, 0, 0, 4 * long]), 4)  # 4x the average
+    assert not core._long_lists(values[:0], None, 0)
+
+
+@examples(10)
+@given(st.data(), st.sampled_from(["int32", "int64", "uint32", "string"]))
+def test_long_lists_roundtrip(data, dtype):
+    """Fixed and unknown shapes whose lists TensorFlow encodes."""
+    long = core._TF_LIST_VALUES
+    batch = data.draw(string_arrays((3, 2 * long)) if dtype == "string"
+                      else arrays_of_bits(dtype, (3, 2 * long)), label="batch")
+    fixed = tf.data.Dataset.from_tensor_slices(_tensor(batch, dtype))
+    _assert_same(fixed, _roundtrip(fixed))
+    varying = tf.data.Dataset.from_generator(
+        lambda: (row[:len(row) - i] for i, row in enumerate(batch)),
+        output_signature=tf.TensorSpec([None], tf.as_dtype(dtype)))
+    _assert_same(varying, _roundtrip(varying))
