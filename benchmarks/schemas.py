@@ -1,11 +1,11 @@
 """super_serial against tf.data.Dataset.save/load on schemas beyond bench.py's two workloads.
 
-Each schema (ragged, mixed dtypes, float64, dense components of unknown shape) is saved by both
-and loaded by both, alternately in one process; a load iterates ``.batch(512)``, or
-``.padded_batch(512)`` where dense shapes vary: batch's equivalent for them, with no function
-for each element. (``.ragged_batch(512)`` maps every element with a tf.data map, 20-40 us an
-element on 2 cores, both sides alike: it would measure itself more than the loaders.) Prints
-medians and the ratios super_serial / tf.data (<= 1.0 is better), also for
+Each schema (ragged, mixed dtypes, float64, dense components of unknown shape, long lists of
+integers and strings) is saved by both and loaded by both, alternately in one process; a load
+iterates ``.batch(512)``, or ``.padded_batch(512)`` where dense shapes vary: batch's equivalent
+for them, with no function for each element. (``.ragged_batch(512)`` maps every element with a
+tf.data map, 20-40 us an element on 2 cores, both sides alike: it would measure itself more
+than the loaders.) Prints medians and the ratios super_serial / tf.data (<= 1.0 is better), also for
 ``load(..., batch_size=512)`` against what gives the same batches: ``tf.data.Dataset.load`` with
 ``.batch(512)``, or ``.ragged_batch(512)`` where dense shapes vary.
 
@@ -39,10 +39,17 @@ def schemas(n: int) -> dict:
     """name -> (dataset, whether its dense shapes vary); cached, so the source costs little."""
     rng = np.random.default_rng(0)
 
-    def varying(spec_shape, shape_of) -> tf.data.Dataset:
+    def varying(spec_shape, shape_of, dtype=tf.float32, values=None) -> tf.data.Dataset:
+        values = values or (lambda i, shape: np.zeros(shape, np.float32))
         return tf.data.Dataset.from_generator(
-            lambda: (np.zeros(shape_of(i), np.float32) for i in range(n)),
-            output_signature=tf.TensorSpec(spec_shape, tf.float32))
+            lambda: (values(i, shape_of(i)) for i in range(n)),
+            output_signature=tf.TensorSpec(spec_shape, dtype))
+
+    def tokens(i, shape):  # token ids: small non-negative integers, 1 to 3 varint bytes
+        return np.random.default_rng(i).integers(0, 30_000, shape)
+
+    def words(i, shape):
+        return np.array([b"word%d" % (j * i % 5000) for j in range(shape[0])], object)
 
     made = {
         '{"x": float64[3], "r": ragged int64 [None]}': (tf.data.Dataset.from_tensor_slices(
@@ -61,6 +68,15 @@ def schemas(n: int) -> dict:
             varying([None], lambda i: (i * 7919 % 1000 + 1,)).take(n // 8), True),
         "float32 [None, 64] (about 64 rows)": (
             varying([None, 64], lambda i: (i * 7919 % 128 + 1, 64)).take(n // 8), True),
+        # integers are Int64List varints and strings BytesList entries: encoded value by value
+        "int64 [None] (about 500 token ids)": (
+            varying([None], lambda i: (i * 7919 % 1000 + 1,), tf.int64, tokens).take(n // 8),
+            True),
+        "int64 [128] (token ids)": (tf.data.Dataset.from_tensor_slices(
+            rng.integers(0, 30_000, (n // 8, 128))), False),
+        "string [None] (about 50 words)": (
+            varying([None], lambda i: (i * 7919 % 100 + 1,), tf.string, words).take(n // 8),
+            True),
     }
     return {name: (dataset.cache(), varies) for name, (dataset, varies) in made.items()}
 
