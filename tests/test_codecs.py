@@ -8,6 +8,7 @@ from pathlib import Path
 import hypothesis.extra.numpy as hnp
 import ml_dtypes
 import numpy as np
+import pytest
 import tensorflow as tf
 from conftest import assert_bit_identical
 from hypothesis import HealthCheck, given, settings
@@ -321,23 +322,25 @@ def test_tensorflow_lists_are_the_bytes_numpy_writes(data, dtype):
     assert got == expected
 
 
-def test_long_lists_are_those_tensorflow_encodes():
+@pytest.mark.parametrize("encoding, dtype", [("int64", tf.int64), ("bytes", tf.string)])
+def test_long_lists_are_those_tensorflow_encodes(encoding, dtype):
     """At least _TF_LIST_VALUES values a row on average, and none more than twice as long as
     the average (encode_proto pads every row to the longest)."""
-    long = core._TF_LIST_VALUES
-    values = tf.zeros([4 * long], tf.int64)
-    assert core._long_lists(values, None, 4)
-    assert not core._long_lists(values[:-1], None, 4)
-    assert core._long_lists(values, np.array([0, long, 2 * long, 3 * long, 4 * long]), 4)
-    assert not core._long_lists(values, np.array([0, 0, 0, 0, 4 * long]), 4)  # 4x the average
-    assert not core._long_lists(values[:0], None, 0)
+    long = core._TF_LIST_VALUES[encoding]
+    values = tf.zeros([4 * long], dtype)
+    assert core._long_lists(encoding, values, None, 4)
+    assert not core._long_lists(encoding, values[:-1], None, 4)
+    assert core._long_lists(encoding, values, np.array([0, long, 2 * long, 3 * long, 4 * long]),
+                            4)
+    assert not core._long_lists(encoding, values, np.array([0, 0, 0, 0, 4 * long]), 4)  # 4x
+    assert not core._long_lists(encoding, values[:0], None, 0)
 
 
 @examples(10)
 @given(st.data(), st.sampled_from(["int32", "int64", "uint32", "string"]))
 def test_long_lists_roundtrip(data, dtype):
     """Fixed and unknown shapes whose lists TensorFlow encodes."""
-    long = core._TF_LIST_VALUES
+    long = core._TF_LIST_VALUES[core._DTYPES[dtype].encoding]
     batch = data.draw(string_arrays((3, 2 * long)) if dtype == "string"
                       else arrays_of_bits(dtype, (3, 2 * long)), label="batch")
     fixed = tf.data.Dataset.from_tensor_slices(_tensor(batch, dtype))
