@@ -349,3 +349,39 @@ def test_long_lists_roundtrip(data, dtype):
         lambda: (row[:len(row) - i] for i, row in enumerate(batch)),
         output_signature=tf.TensorSpec([None], tf.as_dtype(dtype)))
     _assert_same(varying, _roundtrip(varying))
+    # beside another component (sparse_batch over windows), and ragged (values per element)
+    labelled = tf.data.Dataset.zip(varying, tf.data.Dataset.range(3))
+    _assert_same(labelled, _roundtrip(labelled))
+    rows = tf.RaggedTensor.from_row_lengths(tf.reshape(_tensor(batch, dtype), [-1]),
+                                            [long, long, 0, 2 * long, long, long])
+    ragged = tf.data.Dataset.from_tensor_slices(
+        tf.RaggedTensor.from_row_lengths(rows, [2, 2, 2]))
+    _assert_same(ragged, _roundtrip(ragged))
+
+
+def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
+    """Fixed shapes, sparse batches (alone or over windows) and ragged components all hand
+    their long integer lists to `_tf_lists`, and short ones to NumPy."""
+    calls = []
+    tf_lists = core._tf_lists
+    monkeypatch.setattr(core, "_tf_lists", lambda *a: calls.append(a[0]) or tf_lists(*a))
+    long = core._TF_LIST_VALUES["int64"]
+    batch = np.arange(3 * 2 * long).reshape(3, 2 * long)
+    varying = tf.data.Dataset.from_generator(
+        lambda: (row[:len(row) - i] for i, row in enumerate(batch)),
+        output_signature=tf.TensorSpec([None], tf.int64))
+    rows = tf.RaggedTensor.from_row_lengths(tf.reshape(batch, [-1]), [long, long, 0, 2 * long,
+                                                                       long, long])
+    datasets = {
+        "fixed": tf.data.Dataset.from_tensor_slices(batch),
+        "sparse": varying,
+        "windows": tf.data.Dataset.zip(varying, tf.data.Dataset.range(3)),
+        "ragged": tf.data.Dataset.from_tensor_slices(
+            tf.RaggedTensor.from_row_lengths(rows, [2, 2, 2])),
+        "short": tf.data.Dataset.from_tensor_slices(batch[:, :long - 1]),
+    }
+    for name, dataset in datasets.items():
+        calls.clear()
+        super_serial.save(dataset, str(tmp_path / f"{name}.tfrecord"))
+        assert calls == ([] if name == "short" else ["int64"]), name
+        _assert_same(dataset, list(super_serial.load(str(tmp_path / f"{name}.tfrecord"))))
