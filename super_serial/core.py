@@ -1002,6 +1002,7 @@ def save(
     shard_size: int | None = None,
     compression: str | None = None,
     progress: bool = False,
+    elements_per_batch: int | None = None,
 ) -> dict:
     """Saves a dataset as tf.train.Example TFRecords plus a YAML header.
 
@@ -1020,6 +1021,10 @@ def save(
       shard_size: Instead of `num_shards`, start a new file once one holds this many bytes.
       compression: None, "GZIP" or "ZLIB". The header records it; `load` needs no argument.
       progress: Show a progress line on stderr.
+      elements_per_batch: Encode at most this many elements at a time. By default batches are
+        sized from the element spec, which for each unknown dim assumes 64: give a smaller
+        number for elements of unknown shape much larger than that (long audio clips, say),
+        whose batches would otherwise take that much more memory. The files do not change.
 
     Returns:
       The header that was written, as a dict.
@@ -1046,6 +1051,10 @@ def save(
         raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
     if shard_size is not None and (not _is_kind(shard_size, int) or shard_size < 1):
         raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
+    if elements_per_batch is not None and (not _is_kind(elements_per_batch, int)
+                                           or elements_per_batch < 1):
+        raise ValueError(f"elements_per_batch must be a positive integer, got "
+                         f"{elements_per_batch!r}")
     features, skeleton = _schema_from_spec(dataset.element_spec)
     cardinality = int(dataset.cardinality())
     if cardinality == tf.data.INFINITE_CARDINALITY:
@@ -1056,6 +1065,7 @@ def save(
         tfrecord_path)
     block_records, batch_records = _block_and_batch_records(features, num_shards or 1,
                                                             cardinality)
+    batch_records = elements_per_batch or batch_records  # blocks, and so the files, stay
     folder = _dirname(tfrecord_path)
     if folder and not tf.io.gfile.isdir(folder):
         tf.io.gfile.makedirs(folder)

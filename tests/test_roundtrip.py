@@ -894,6 +894,60 @@ def test_compression_spellings(compression, paths):
     assert_same_elements(dataset, super_serial.load(*paths))
 
 
+@pytest.mark.parametrize("elements_per_batch", [0, -1, 2.5, True, "3"])
+def test_invalid_elements_per_batch(elements_per_batch, tmp_path, paths):
+    with pytest.raises(ValueError, match="elements_per_batch must be a positive integer"):
+        super_serial.save(tf.data.Dataset.range(3), *paths,
+                          elements_per_batch=elements_per_batch)
+    _nothing_written(tmp_path)
+
+
+def _batching_datasets() -> dict:
+    """One dataset for each way save batches elements."""
+    sizes = [3, 0, 70, 1, 5, 2, 9]
+    varying = generated([np.arange(n, dtype=np.int64) for n in sizes],
+                        tf.TensorSpec([None], tf.int64))
+    return {
+        "fixed": tf.data.Dataset.from_tensor_slices(
+            {"x": np.arange(14.0).reshape(7, 2), "s": [b"a", b"", b"ccc"] * 2 + [b"d"]}),
+        "sparse_batch": varying,
+        "windows": tf.data.Dataset.zip(varying, tf.data.Dataset.range(7)),
+        "inline": generated([np.zeros((n % 3, n), np.float32) for n in sizes],
+                            tf.TensorSpec([None, None], tf.float32)),
+        "ragged": tf.data.Dataset.from_tensor_slices(tf.ragged.constant(
+            [[[1, 2], []], [[3]], [], [[4, 5, 6]], [[7]], [[8], [9]], [[]]])),
+    }
+
+
+@pytest.mark.parametrize("num_shards", [None, 3])
+@pytest.mark.parametrize("elements_per_batch", [1, 2, 5])
+@pytest.mark.parametrize("name", list(_batching_datasets()))
+def test_elements_per_batch_writes_the_same_files(name, elements_per_batch, num_shards,
+                                                   tmp_path, monkeypatch):
+    """Fewer elements a batch (to bound the memory of large elements) change no byte, also
+    when a batch ends inside a block dealt to a shard."""
+    dataset = _batching_datasets()[name]
+    default, small = tmp_path / "default", tmp_path / "small"
+    default.mkdir()
+    small.mkdir()
+    super_serial.save(dataset, str(default / "d.tfrecord"), num_shards=num_shards)
+    rows = []
+    encode = super_serial.core._encode_records
+    monkeypatch.setattr(super_serial.core, "_encode_records",
+                        lambda features, leaves, n: rows.append(n) or encode(features, leaves, n))
+    header = super_serial.save(dataset, str(small / "d.tfrecord"), num_shards=num_shards,
+                               elements_per_batch=elements_per_batch)
+    monkeypatch.undo()
+    assert header["num_records"] == 7
+    assert rows == [elements_per_batch] * (7 // elements_per_batch) + (
+        [7 % elements_per_batch] if 7 % elements_per_batch else [])
+    files = sorted(p.name for p in default.iterdir())
+    assert files == sorted(p.name for p in small.iterdir())
+    for file in files:
+        assert (default / file).read_bytes() == (small / file).read_bytes(), file
+    assert_same_elements(dataset, super_serial.load(str(small / "d.tfrecord")))
+
+
 def test_not_a_dataset(tmp_path, paths):
     with pytest.raises(TypeError, match="tf.data.Dataset"):
         super_serial.save({"x": np.zeros(3)}, *paths)
