@@ -641,7 +641,7 @@ _LIST_TAG = {"bytes": 0x0A, "raw": 0x0A, "float": 0x12, "int64": 0x1A}  # Featur
 # against NumPy's varints and Python's strings, measured for 4,096 rows (int64 below 30,000: 10
 # against 11 ms at 64 values a row, 26 against 19 at 128; strings: 3.4 against 2.9 at 4)
 _TF_LIST_VALUES = {"int64": 64, "bytes": 4}
-_ENCODE_PARTS = max(1, min(8, os.cpu_count() or 1))  # ... in parts, one a core
+_ENCODE_PARTS = max(1, min(8, os.cpu_count() or 1))  # parts it encodes them in, one a core
 _WIDE = 256  # rows at least this wide are copied row by row instead of by fancy indexing
 
 
@@ -780,11 +780,12 @@ def _little_endian_bytes(values: np.ndarray) -> np.ndarray:
     return values.reshape(-1).view(np.uint8)
 
 
-def _encode_list(encoding: str, values: np.ndarray, splits: np.ndarray | None, rows: int) -> list:
+def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) -> list:
     """The list message (Int64List, FloatList or BytesList) of each row, as columns.
 
-    `values` holds every row's values in order, flattened; row i owns values
-    `splits[i]:splits[i + 1]` (or an equal share of them when `splits` is None).
+    `values` (a NumPy array, or a tensor of any shape) holds every row's values in order; row i
+    owns values `splits[i]:splits[i + 1]` of them flattened (or an equal share of them when
+    `splits` is None).
     Mirrored by `_Decoder._parse_specs` and `_raw_fixed` / `_raw_ragged`.
 
     Long lists of integers or strings in a tensor are encoded by TensorFlow's encode_proto
@@ -838,7 +839,8 @@ def _list_encoder(encoding: str, dtype: tf.DType):
     """A function of (values, row splits) to (the rows' list messages joined, their lengths).
 
     encode_proto writes canonical protobuf: an empty Int64List is no bytes, where `_encode_list`
-    writes its packed field anyway (0x0a, then the length 0); the same for every other list.
+    writes its packed field anyway (0x0a, then the length 0), so empty ones are replaced. Every
+    other list is the same bytes either way.
     """
     message = "tensorflow.Int64List" if encoding == "int64" else "tensorflow.BytesList"
 
@@ -865,7 +867,9 @@ def _list_encoder(encoding: str, dtype: tf.DType):
 def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     """Splits one batched component into its TFRecord keys: {key: (encoding, values, splits)}.
 
-    `leaf` is the batch as `_batches_for_encoding` prepares it. Mirrors `_decode_feature`.
+    `leaf` is the batch as `_batches_for_encoding` prepares it. A key's values are its tensor,
+    left to `_encode_list` to flatten (or encode in TensorFlow); its splits and the shapes and
+    row lengths beside them are NumPy arrays. Mirrors `_decode_feature`.
     """
     if feature.kind == "fixed":
         if isinstance(leaf, tf.RaggedTensor):  # ragged rank 0, batched with a uniform dim
@@ -1065,7 +1069,7 @@ def save(
         tfrecord_path)
     block_records, batch_records = _block_and_batch_records(features, num_shards or 1,
                                                             cardinality)
-    batch_records = elements_per_batch or batch_records  # blocks, and so the files, stay
+    batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
     folder = _dirname(tfrecord_path)
     if folder and not tf.io.gfile.isdir(folder):
         tf.io.gfile.makedirs(folder)
