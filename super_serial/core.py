@@ -153,6 +153,11 @@ class _Feature:
         return self.kind == "varshape" and not self.ragged
 
     @property
+    def known_values(self) -> int:
+        """Values its known dims hold together (1 for none)."""
+        return math.prod(d for d in self.shape if d is not None)
+
+    @property
     def shape_key(self) -> str:
         return f"{self.name}#shape"
 
@@ -881,8 +886,7 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
             # Indices are in batch order: each element's count from a binary search
             counts = np.diff(np.searchsorted(np.asarray(leaf.indices)[:, 0], np.arange(rows + 1)))
             splits = np.concatenate([[0], np.cumsum(counts)])
-            shapes = _shapes(feature, counts // math.prod(
-                d for d in feature.shape if d is not None))
+            shapes = _shapes(feature, counts // feature.known_values)
         elif isinstance(leaf, tuple):  # flattened values and shapes
             values, shapes = leaf
             flat, splits, shapes = values.flat_values, values.row_splits.numpy(), shapes.numpy()
@@ -892,8 +896,7 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
             if feature.shape[0] is None:  # its rows (known dims may be 0)
                 shapes = _shapes(feature, np.diff(row_splits))
             else:  # values flattened (`_sized_dim`): known dims are not 0
-                shapes = _shapes(feature, np.diff(splits) // math.prod(
-                    d for d in feature.shape if d is not None))
+                shapes = _shapes(feature, np.diff(splits) // feature.known_values)
         return {
             feature.name: (feature.encoding, flat, splits),
             feature.shape_key: ("int64", shapes.reshape(-1), None),
@@ -975,10 +978,6 @@ def _records(pieces: list, rows: int) -> list:
 
 def _joined(record) -> bytes:
     return record if type(record) is bytes else b"".join(record)
-
-
-def _record_size(record) -> int:
-    return len(record) if type(record) is bytes else sum(map(len, record))
 
 
 def _record_sizes(records: list) -> np.ndarray:
@@ -1157,13 +1156,15 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
     extent. Ragged components of ragged rank 0 batch as ragged by themselves.
     """
     specs = tf.nest.flatten(dataset.element_spec)
-    if _sparse_batches(features) and len(specs) == 1:  # the dataset's only component
-        batched, unpack = _sparse_batch(dataset, batch_records, specs[0]), lambda b: [b]
-    elif _sparse_batches(features):
-        windows = dataset.window(batch_records)
-        function, structure = _window_batching(tuple(tf.nest.flatten(windows.element_spec)),
-                                               tuple(specs), tuple(features), batch_records)
-        batched, unpack = _flat_map(windows, function, structure), list
+    if _sparse_batches(features):
+        if len(specs) == 1:  # the dataset's only component
+            batched, unpack = _sparse_batch(dataset, batch_records, specs[0]), lambda b: [b]
+        else:
+            windows = dataset.window(batch_records)
+            function, structure = _window_batching(
+                tuple(tf.nest.flatten(windows.element_spec)), tuple(specs), tuple(features),
+                batch_records)
+            batched, unpack = _flat_map(windows, function, structure), list
     elif any(f.dense_unknown for f in features):
         function, structure = _flattening(tuple(specs), tuple(features))
         mapped = _map_inline(dataset, function, structure)
@@ -1215,7 +1216,7 @@ def _sparse_batches(features) -> bool:
     about 64 rows). No function runs for each element then."""
     varshape = [f for f in features if f.dense_unknown]
     return bool(varshape) and all(
-        _sized_dim(f) is not None and math.prod(d for d in f.shape if d is not None) <= 16
+        _sized_dim(f) is not None and f.known_values <= 16
         for f in varshape)
 
 
@@ -1555,13 +1556,13 @@ class _RecordFiles:
     def _write_sequential(self, records: list):
         """Into the current file, starting a new one once it holds shard_size bytes."""
         start = 0
-        for i, record in enumerate(records):
+        for i, size in enumerate(_record_sizes(records).tolist()):
             if self.current_bytes >= self.shard_size:
                 self._write_to(-1, records[start:i])
                 start = i
                 self.writers[-1].close()
                 self._open()
-            self.current_bytes += _record_size(record) + 16
+            self.current_bytes += size + 16
         self._write_to(-1, records[start:])
 
     def _write_to(self, shard: int, records: list):
