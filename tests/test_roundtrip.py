@@ -729,11 +729,17 @@ def _through_variant(dataset):
     (lambda: tf.data.Dataset.range(4).filter(lambda x: x > 1).batch(2), True),
     (lambda: tf.data.Dataset.zip((tf.data.Dataset.range(3),
                                   tf.data.Dataset.range(3).map(lambda x: x * 2))), True),
+    # from_generator's flat_map only starts the generator: nothing for the rewrites
     (lambda: tf.data.Dataset.from_generator(lambda: iter([1, 2]), output_signature=(
-        tf.TensorSpec([], tf.int32))), True),
+        tf.TensorSpec([], tf.int32))).cache(), False),
+    (lambda: tf.data.Dataset.from_generator(lambda: iter([1, 2]), output_signature=(
+        tf.TensorSpec([], tf.int32))).map(lambda x: x + 1), True),
+    (lambda: tf.data.Dataset.range(2).flat_map(
+        lambda x: tf.data.Dataset.range(x).map(lambda y: y * 2)), True),
+    (lambda: tf.data.Dataset.range(2).flat_map(lambda x: tf.data.Dataset.range(x)), True),
     (lambda: _through_variant(tf.data.Dataset.range(4)), True),  # hides its pipeline
 ], ids=["slices", "tensors", "batch-take-shuffle", "zip", "map", "filter", "zip-map",
-        "generator", "variant"])
+        "generator", "generator-map", "flat_map-map", "flat_map", "variant"])
 def test_which_pipelines_run_functions(make, runs_functions):
     assert super_serial.core._applies_functions(make()) is runs_functions
 
@@ -748,9 +754,14 @@ def test_a_pipeline_that_cannot_be_looked_into_runs_functions(monkeypatch):
     assert super_serial.core._applies_functions(dataset) is True
 
 
-@pytest.mark.parametrize("mapped", [False, True])
-def test_save_turns_graph_rewrites_off_only_without_functions(mapped, paths, monkeypatch):
+@pytest.mark.parametrize("source", ["slices", "generator", "mapped"])
+def test_save_turns_graph_rewrites_off_only_without_functions(source, paths, monkeypatch):
     dataset = tf.data.Dataset.from_tensor_slices({"x": np.arange(6.0)})
+    if source == "generator":
+        dataset = tf.data.Dataset.from_generator(
+            lambda: ({"x": x} for x in np.arange(6.0)),
+            output_signature={"x": tf.TensorSpec([], tf.float64)})
+    mapped = source == "mapped"
     if mapped:
         dataset = dataset.map(lambda e: {"x": e["x"] * 2})
     options = []
