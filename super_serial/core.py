@@ -670,6 +670,14 @@ class _Col:
         return self.lengths
 
 
+class _Strings(_Col):
+    """A column of long byte strings, one a row, kept as the strings themselves (`data` is
+    their list): `_records` writes them where they lie instead of copying them into one
+    buffer."""
+
+    __slots__ = ()
+
+
 def _const(value: bytes, rows: int) -> _Col:
     return _Col(np.broadcast_to(np.frombuffer(value, np.uint8), (rows, len(value))))
 
@@ -813,6 +821,9 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     # bytes: one length-delimited field per string
     strings = values.tolist()
     sizes = np.fromiter(map(len, strings), np.int64, len(strings))
+    if splits is None and len(strings) == rows and sizes.sum() >= _WIDE * rows > 0:
+        # one long string a row (an encoded image, say): no copy into one buffer
+        return [_const(b"\x0a", rows), _varint_col(sizes), _Strings(strings, sizes)]
     data, offsets = _concat(
         [_const(b"\x0a", len(strings)), _varint_col(sizes),
          _Col(np.frombuffer(b"".join(strings), np.uint8), sizes)],
@@ -949,19 +960,23 @@ def _records(pieces: list, rows: int) -> list:
 
     Runs of narrow pieces are concatenated for all rows at once. Wide pieces, fixed ones at
     least `_WIDE` bytes a row and ones of varying length that average that, stay read-only
-    views into the batch's buffer, so that their bytes are copied only when they are written.
-    `_joined` makes bytes of either kind.
+    views into the batch's buffer, and long strings (`_Strings`) stay the strings they are, so
+    that their bytes are copied only when they are written. `_joined` makes bytes of either
+    kind.
     """
     segments, run, wide = [], [], False
     for piece in pieces + [None]:
-        if piece is None or (piece.data.shape[1] >= _WIDE if piece.fixed
-                             else piece.data.size >= _WIDE * rows):
+        if piece is None or type(piece) is _Strings or (
+                piece.data.shape[1] >= _WIDE if piece.fixed else piece.data.size >= _WIDE * rows):
             if run:
                 data, offsets = _concat(run, rows)
                 data, offsets = data.tobytes(), offsets.tolist()  # slicing bytes is cheapest
                 segments.append([data[a:b] for a, b in zip(offsets, offsets[1:])])
                 run = []
-            if piece is not None:
+            if type(piece) is _Strings:
+                wide = True
+                segments.append(piece.data)
+            elif piece is not None:
                 wide = True
                 flat = np.ascontiguousarray(piece.data).reshape(-1).view()
                 flat.flags.writeable = False  # CRC32C wants read-only buffers

@@ -385,3 +385,38 @@ def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
         super_serial.save(dataset, str(tmp_path / f"{name}.tfrecord"))
         assert calls == ([] if name == "short" else ["int64"]), name
         _assert_same(dataset, list(super_serial.load(str(tmp_path / f"{name}.tfrecord"))))
+
+
+def test_long_strings_are_written_as_they_are(monkeypatch, tmp_path):
+    """One string a row, `_WIDE` bytes or more on average (encoded images, say): the records
+    take the strings themselves (`_Strings`) instead of a copy of them all joined, and are the
+    Examples protobuf writes. Lengths cross the varint boundaries; some strings are empty, one
+    ends in NULs."""
+    made = []
+
+    class Spy(core._Strings):
+        __slots__ = ()
+
+        def __init__(self, data, lengths):
+            made.append(len(data))
+            super().__init__(data, lengths)
+
+    monkeypatch.setattr(core, "_Strings", Spy)
+    rng = np.random.default_rng(5)
+    strings = [rng.bytes(n) for n in (0, 127, 128, 16383, 16384, 300, 0)] + [b"jpeg\x00\x00"]
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {"image": np.array(strings, object), "label": np.arange(len(strings))})
+    path = str(tmp_path / "long.tfrecord")
+    super_serial.save(dataset, path)
+    assert made == [len(strings)]
+    features, _ = core._schema_from_spec(dataset.element_spec)
+    records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
+    assert [tf.train.Example.FromString(r) for r in records] == [
+        _slow_example(features, element) for element in dataset]
+    _assert_same(dataset, list(super_serial.load(path)))
+
+    made.clear()  # short on average: joined into one buffer as before
+    short = tf.data.Dataset.from_tensor_slices(np.array([b"a" * 300] + [b"b"] * 3, object))
+    super_serial.save(short, str(tmp_path / "short.tfrecord"))
+    assert made == []
+    _assert_same(short, list(super_serial.load(str(tmp_path / "short.tfrecord"))))
