@@ -1,13 +1,14 @@
 """super_serial against tf.data.Dataset.save/load on schemas beyond bench.py's two workloads.
 
 Each schema (ragged, mixed dtypes, float64, dense components of unknown shape, long lists of
-integers and strings) is saved by both and loaded by both, alternately in one process; a load
-iterates ``.batch(512)``, or ``.padded_batch(512)`` where dense shapes vary: batch's equivalent
-for them, with no function for each element. (``.ragged_batch(512)`` maps every element with a
-tf.data map, 20-40 us an element on 2 cores, both sides alike: it would measure itself more
-than the loaders.) Prints medians and the ratios super_serial / tf.data (<= 1.0 is better), also for
-``load(..., batch_size=512)`` against what gives the same batches: ``tf.data.Dataset.load`` with
-``.batch(512)``, or ``.ragged_batch(512)`` where dense shapes vary.
+integers and strings, long strings) is saved by both and loaded by both, alternately in one
+process; a load iterates ``.batch(512)``, or ``.padded_batch(512)`` where dense shapes vary:
+batch's equivalent for them, with no function for each element. (``.ragged_batch(512)`` maps
+every element with a tf.data map, 20-40 us an element on 2 cores, both sides alike: it would
+measure itself more than the loaders.) Prints medians and the ratios super_serial / tf.data
+(<= 1.0 is better), also for ``load(..., batch_size=512)`` against what gives the same batches:
+``tf.data.Dataset.load`` with ``.batch(512)``, or ``.ragged_batch(512)`` where dense shapes
+vary.
 
 Usage::
 
@@ -48,6 +49,8 @@ def schemas(n: int) -> dict:
     def tokens(i, shape):  # token ids: small non-negative integers, 1 to 3 varint bytes
         return np.random.default_rng(i).integers(0, 30_000, shape)
 
+    blob = rng.bytes(201_000)
+
     def words(i, shape):
         return np.array([b"word%d" % (j * i % 5000) for j in range(shape[0])], object)
 
@@ -77,6 +80,11 @@ def schemas(n: int) -> dict:
         "string [None] (about 50 words)": (
             varying([None], lambda i: (i * 7919 % 100 + 1,), tf.string, words).take(n // 8),
             True),
+        # one long string an element, as encoded images are stored (n / 40 of them)
+        "string, about 150 KB (encoded images)": (tf.data.Dataset.from_generator(
+            lambda: (blob[i % 1000:i % 1000 + 100_000 + i * 7919 % 100_000]
+                     for i in range(max(1, n // 40))),
+            output_signature=tf.TensorSpec([], tf.string)), False),
     }
     return {name: (dataset.cache(), varies) for name, (dataset, varies) in made.items()}
 
