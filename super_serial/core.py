@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -51,6 +52,7 @@ _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at
 _TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
 _TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
 _MAX_BATCH_RECORDS = 8192
+_OVERSIZED_BATCH_BYTES = 4 * _TARGET_BATCH_BYTES  # a batch this large gets a warning
 
 
 # --------------------------------------------------------------------------------------------
@@ -1091,11 +1093,15 @@ def save(
     files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, compression, block_records)
     meter = _Progress("save", "elements", cardinality, enabled=progress)
     try:
-        written = 0
+        written, warned = 0, elements_per_batch is not None
         for leaves in _batches_for_encoding(dataset, features, batch_records):
             rows = _rows(leaves[0])
+            before = files.bytes_written
             files.write(_encode_records(features, leaves, rows), written)
             written += rows
+            if not warned and files.bytes_written - before > _OVERSIZED_BATCH_BYTES:
+                warned = True
+                _warn_oversized(tfrecord_path, rows, files.bytes_written - before)
             meter.update(written, files.bytes_written)
         meter.update(written, files.bytes_written, force=True)
         header = files.commit(
@@ -1109,6 +1115,19 @@ def save(
     finally:
         meter.close()
     return header.to_yaml()
+
+
+def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
+    """Batches are sized from the element spec (`_element_values`, and 32 bytes a string), which
+    cannot tell long strings or large elements of unknown shape: memory then grows with
+    batches far larger than meant. Says so once a save, with the option that bounds them."""
+    suggested = max(1, rows * _TARGET_BATCH_BYTES // nbytes)
+    warnings.warn(
+        f"save {tfrecord_path}: a batch of {rows:,} elements came to {nbytes / 1e6:,.0f} MB, "
+        f"where about {_TARGET_BATCH_BYTES / 1e6:,.0f} MB were meant (the element spec does not "
+        f"tell how long strings and unknown dims are), and memory grows with batches that "
+        f"size: elements_per_batch={suggested} bounds them and writes the same files",
+        UserWarning, stacklevel=3)
 
 
 def _check_compression(compression):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import sys
+import warnings
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -957,6 +960,29 @@ def test_elements_per_batch_writes_the_same_files(name, elements_per_batch, num_
     for file in files:
         assert (default / file).read_bytes() == (small / file).read_bytes(), file
     assert_same_elements(dataset, super_serial.load(str(small / "d.tfrecord")))
+
+
+def test_batches_far_larger_than_their_spec_tells_warn_once(tmp_path, monkeypatch):
+    """Long strings, which batch sizing takes for 32 bytes: save warns, once, with the file and
+    an elements_per_batch that bounds the batches; with that option the files are the same
+    and nothing warns. (Sizes scaled down: batches meant to hold 10 kB warn from 20 kB.)"""
+    monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 10_000)
+    monkeypatch.setattr(super_serial.core, "_OVERSIZED_BATCH_BYTES", 20_000)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {"blob": np.array([b"x" * 900] * 2100, object), "label": np.arange(2100)})
+    default, bounded = str(tmp_path / "default.tfrecord"), str(tmp_path / "bounded.tfrecord")
+    with pytest.warns(UserWarning) as caught:
+        super_serial.save(dataset, default)  # batches of 1,024, 1,024 and 52 elements
+    assert len(caught) == 1, [str(w.message) for w in caught]
+    message = str(caught[0].message)
+    assert message.startswith(f"save {default}: a batch of 1,024 elements came to 1 MB"), message
+    suggested = int(re.search(r"elements_per_batch=(\d+) bounds them", message).group(1))
+    assert 1 <= suggested <= 10_000 // 900
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        super_serial.save(dataset, bounded, elements_per_batch=suggested)
+    assert Path(default).read_bytes() == Path(bounded).read_bytes()
+    assert_same_elements(dataset, super_serial.load(bounded))
 
 
 def test_not_a_dataset(tmp_path, paths):
