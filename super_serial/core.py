@@ -1208,7 +1208,8 @@ def _batches_for_encoding(dataset, features, batch_records) -> Iterable[list]:
         unpack = list
     else:
         batched, unpack = dataset.batch(batch_records), tf.nest.flatten
-    batched = batched.prefetch(2)
+    if not 0 <= int(dataset.cardinality()) <= batch_records:  # one batch: nothing to overlap
+        batched = batched.prefetch(2)
     if not _applies_functions(dataset):  # the functions above need none of them
         batched = batched.with_options(_NO_GRAPH_REWRITES)
     for batch in batched:

@@ -778,6 +778,24 @@ def test_save_turns_graph_rewrites_off_only_without_functions(source, paths, mon
     assert_same_elements(dataset, super_serial.load(*paths))
 
 
+@pytest.mark.parametrize("elements, prefetches", [(8, False), (20, True)])
+def test_save_prefetches_batches_only_when_there_are_several(elements, prefetches, paths,
+                                                              monkeypatch):
+    """A prefetch overlaps making the next batch with encoding this one: nothing to overlap
+    when the dataset is known to fit one batch (and an eager dataset op costs 0.6 ms)."""
+    monkeypatch.setattr(super_serial.core, "_block_and_batch_records",
+                        lambda features, shards, cardinality: (4, 8))
+    calls = []
+    prefetch = tf.data.Dataset.prefetch
+    monkeypatch.setattr(tf.data.Dataset, "prefetch",
+                        lambda self, *a, **k: calls.append(a) or prefetch(self, *a, **k))
+    dataset = tf.data.Dataset.range(elements)
+    super_serial.save(dataset, *paths)
+    monkeypatch.undo()
+    assert bool(calls) is prefetches
+    assert_same_elements(dataset, super_serial.load(*paths))
+
+
 @pytest.mark.parametrize("dense_unknown, expected", [
     (None, []),
     ("[None]", ["window"]),  # the number of values gives the shape: sparse_batch over windows
