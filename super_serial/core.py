@@ -1123,8 +1123,8 @@ def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
     batches far larger than meant. Says so once a save, with the option that bounds them."""
     suggested = max(1, rows * _TARGET_BATCH_BYTES // nbytes)
     warnings.warn(
-        f"save {tfrecord_path}: a batch of {rows:,} elements came to {nbytes / 1e6:,.0f} MB, "
-        f"where about {_TARGET_BATCH_BYTES / 1e6:,.0f} MB were meant (the element spec does not "
+        f"save {tfrecord_path}: a batch of {rows:,} elements came to {nbytes / 2**20:,.0f} MiB, "
+        f"where about {_TARGET_BATCH_BYTES >> 20} MiB were meant (the element spec does not "
         f"tell how long strings and unknown dims are), and memory grows with batches that "
         f"size: elements_per_batch={suggested} bounds them and writes the same files",
         UserWarning, stacklevel=3)

@@ -993,7 +993,7 @@ def test_batches_far_larger_than_their_spec_tells_warn_once(tmp_path, monkeypatc
         super_serial.save(dataset, default)  # batches of 1,024, 1,024 and 52 elements
     assert len(caught) == 1, [str(w.message) for w in caught]
     message = str(caught[0].message)
-    assert message.startswith(f"save {default}: a batch of 1,024 elements came to 1 MB"), message
+    assert message.startswith(f"save {default}: a batch of 1,024 elements came to 1 MiB"), message
     suggested = int(re.search(r"elements_per_batch=(\d+) bounds them", message).group(1))
     assert 1 <= suggested <= 10_000 // 900
     with warnings.catch_warnings():
