@@ -388,10 +388,10 @@ def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
 
 
 def test_long_strings_are_written_as_they_are(monkeypatch, tmp_path):
-    """One string a row, `_WIDE` bytes or more on average (encoded images, say): the records
-    take the strings themselves (`_Strings`) instead of a copy of them all joined, and are the
-    Examples protobuf writes. Lengths cross the varint boundaries; some strings are empty, one
-    ends in NULs."""
+    """One string a row, `_LONG_STRING` bytes or more on average (encoded images, say): the
+    records take the strings themselves (`_Strings`) instead of a copy of them all joined, and
+    are the Examples protobuf writes. Lengths cross the varint boundaries; some strings are
+    empty, one ends in NULs."""
     made = []
 
     class Spy(core._Strings):
@@ -416,7 +416,9 @@ def test_long_strings_are_written_as_they_are(monkeypatch, tmp_path):
     _assert_same(dataset, list(super_serial.load(path)))
 
     made.clear()  # short on average: joined into one buffer as before
-    short = tf.data.Dataset.from_tensor_slices(np.array([b"a" * 300] + [b"b"] * 3, object))
+    long = core._LONG_STRING
+    short = tf.data.Dataset.from_tensor_slices(  # just short of it on average
+        np.array([b"a" * (4 * long - 4)] + [b"b"] * 3, object))
     super_serial.save(short, str(tmp_path / "short.tfrecord"))
     assert made == []
     _assert_same(short, list(super_serial.load(str(tmp_path / "short.tfrecord"))))
