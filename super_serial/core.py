@@ -851,40 +851,60 @@ def _long_lists(encoding: str, values: tf.Tensor, splits: np.ndarray | None, row
 def _tf_lists(encoding: str, values: tf.Tensor, splits: np.ndarray | None, rows: int) -> _Col:
     """Each row's Int64List or BytesList message, the bytes `_encode_list` gives, as a column:
     encoded by TensorFlow (`_list_encoder`)."""
-    if splits is None:
-        splits = np.arange(rows + 1, dtype=np.int64) * (values.shape.num_elements() // rows)
-    joined, lengths = _list_encoder(encoding, values.dtype)(values, splits)
+    if splits is None:  # rows as long as each other: a matrix, with nothing to pad
+        encode = _list_encoder(encoding, values.dtype, fixed=True)
+        joined, lengths = encode(tf.reshape(values, [rows, -1]))
+    else:
+        joined, lengths = _list_encoder(encoding, values.dtype, fixed=False)(values, splits)
     return _Col(np.frombuffer(joined.numpy(), np.uint8), lengths.numpy().astype(np.int64))
 
 
 @functools.lru_cache(maxsize=32)
-def _list_encoder(encoding: str, dtype: tf.DType):
-    """A function of (values, row splits) to (the rows' list messages joined, their lengths).
+def _list_encoder(encoding: str, dtype: tf.DType, fixed: bool):
+    """A function to (the rows' list messages joined, their lengths) of a matrix of rows
+    (`fixed`), or of (values, row splits).
 
     encode_proto writes canonical protobuf: an empty Int64List is no bytes, where `_encode_list`
-    writes its packed field anyway (0x0a, then the length 0), so empty ones are replaced. Every
-    other list is the same bytes either way.
+    writes its packed field anyway (0x0a, then the length 0), so empty ones are replaced (a
+    matrix's rows are not empty: `_long_lists`). Every other list is the same bytes either way.
     """
     message = "tensorflow.Int64List" if encoding == "int64" else "tensorflow.BytesList"
 
-    def encode(values, splits):
-        rows = tf.RaggedTensor.from_row_splits(tf.reshape(values, [-1]), splits, validate=False)
-        count, parts = rows.nrows(), []
-        for k in range(_ENCODE_PARTS):  # encode_proto takes one core: a part for each
-            part = rows[count * k // _ENCODE_PARTS:count * (k + 1) // _ENCODE_PARTS]
-            lists = part.to_tensor()
-            if encoding == "int64":  # bools and narrower integers as int64
-                lists = tf.cast(lists, tf.int64)
-            sizes = tf.cast(part.row_lengths(), tf.int32)[:, None]
-            messages = tf.io.encode_proto(sizes, [lists], ["value"], message)
-            if encoding == "int64":
-                messages = tf.where(sizes[:, 0] > 0, messages, b"\x0a\x00")
-            parts.append(messages)
+    def encode_part(lists, sizes):
+        if encoding == "int64":  # bools and narrower integers as int64
+            lists = tf.cast(lists, tf.int64)
+        messages = tf.io.encode_proto(sizes, [lists], ["value"], message)
+        if encoding == "int64" and not fixed:
+            messages = tf.where(sizes[:, 0] > 0, messages, b"\x0a\x00")
+        return messages
+
+    def joined(parts):
         messages = tf.concat(parts, 0)
         return tf.strings.reduce_join(messages), tf.strings.length(messages)
 
-    return tf.function(encode, autograph=False, input_signature=[
+    def encode_matrix(values):  # encode_proto takes one core: a part of the rows for each
+        count, width = tf.shape(values)[0], tf.shape(values)[1]
+        return joined([encode_part(part, tf.fill([tf.shape(part)[0], 1], width))
+                       for part in _parts(values, count)])
+
+    def encode_ragged(values, splits):  # the same, each part padded to its longest row
+        rows = tf.RaggedTensor.from_row_splits(tf.reshape(values, [-1]), splits, validate=False)
+        return joined([encode_part(part.to_tensor(),
+                                   tf.cast(part.row_lengths(), tf.int32)[:, None])
+                       for part in _parts(rows, rows.nrows())])
+
+    if fixed:
+        return tf.function(encode_matrix, autograph=False,
+                           input_signature=[tf.TensorSpec([None, None], dtype)])
+    return tf.function(encode_ragged, autograph=False, input_signature=[
         tf.TensorSpec(None, dtype), tf.TensorSpec([None], tf.int64)])
+
+
+def _parts(rows, count) -> list:
+    """`_ENCODE_PARTS` consecutive slices of the rows, for the encoders' parts."""
+    count = tf.cast(count, tf.int64)
+    return [rows[count * k // _ENCODE_PARTS:count * (k + 1) // _ENCODE_PARTS]
+            for k in range(_ENCODE_PARTS)]
 
 
 def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
