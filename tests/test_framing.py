@@ -66,6 +66,22 @@ def test_more_pieces_than_one_writev_takes(tmp_path):
     assert framed_bytes(records, tmp_path / "framed") == expected
 
 
+def test_writes_gather_about_write_bytes_a_call(tmp_path, monkeypatch):
+    """Each call writes until it has _WRITE_BYTES (one piece may take it past them), the
+    last what is left: no call of a whole batch, which is slow at times."""
+    monkeypatch.setattr(core, "_WRITE_BYTES", 5000)
+    real_pwritev, sizes = core.os.pwritev, []
+    monkeypatch.setattr(core.os, "pwritev", lambda fd, buffers, offset: sizes.append(
+        [len(b) for b in buffers]) or real_pwritev(fd, buffers, offset))
+    records = [np.random.default_rng(i).bytes(300 * (i % 9)) for i in range(60)]
+    expected = tfrecordwriter_bytes(records, tmp_path / "reference")
+    assert framed_bytes(records, tmp_path / "framed") == expected
+    assert len(sizes) > 1
+    for call in sizes[:-1]:
+        assert sum(call) >= 5000 and sum(call[:-1]) < 5000, call
+    assert 0 < sum(sizes[-1]) and sum(sizes[-1][:-1]) < 5000
+
+
 def test_short_writes_are_completed(tmp_path, monkeypatch):
     real_pwritev, real_pwrite, calls = core.os.pwritev, core.os.pwrite, []
 
