@@ -865,8 +865,8 @@ def _list_encoder(encoding: str, dtype: tf.DType, fixed: bool):
     (`fixed`), or of (values, row splits).
 
     encode_proto writes canonical protobuf: an empty Int64List is no bytes, where `_encode_list`
-    writes its packed field anyway (0x0a, then the length 0), so empty ones are replaced (a
-    matrix's rows are not empty: `_long_lists`). Every other list is the same bytes either way.
+    writes its packed field anyway (0x0a, then the length 0), so empty ones are replaced (in a
+    matrix of no columns too). Every other list is the same bytes either way.
     """
     message = "tensorflow.Int64List" if encoding == "int64" else "tensorflow.BytesList"
 
@@ -874,7 +874,7 @@ def _list_encoder(encoding: str, dtype: tf.DType, fixed: bool):
         if encoding == "int64":  # bools and narrower integers as int64
             lists = tf.cast(lists, tf.int64)
         messages = tf.io.encode_proto(sizes, [lists], ["value"], message)
-        if encoding == "int64" and not fixed:
+        if encoding == "int64":
             messages = tf.where(sizes[:, 0] > 0, messages, b"\x0a\x00")
         return messages
 

@@ -322,6 +322,19 @@ def test_tensorflow_lists_are_the_bytes_numpy_writes(data, dtype):
     assert got == expected
 
 
+@pytest.mark.parametrize("rows, width", [(1, 0), (3, 0), (2, 5)])
+@pytest.mark.parametrize("dtype", ["int64", "string"])
+def test_tensorflow_lists_of_a_fixed_width_are_the_bytes_numpy_writes(rows, width, dtype):
+    """The matrix path (fixed shapes), no columns included: every row an empty Int64List,
+    written as NumPy writes it (0x0a, then the length 0), or an empty BytesList."""
+    flat = (np.array([b"w%d" % i for i in range(rows * width)], object) if dtype == "string"
+            else np.arange(rows * width, dtype=np.int64) * 300)
+    encoding = core._DTYPES[dtype].encoding
+    expected = _row_bytes(core._encode_list(encoding, flat, None, rows), rows)
+    got = _row_bytes([core._tf_lists(encoding, _tensor(flat, dtype), None, rows)], rows)
+    assert got == expected
+
+
 @pytest.mark.parametrize("encoding, dtype", [("int64", tf.int64), ("bytes", tf.string)])
 def test_long_lists_are_those_tensorflow_encodes(encoding, dtype):
     """At least _TF_LIST_VALUES values a row on average, and none more than twice as long as
