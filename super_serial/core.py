@@ -1067,9 +1067,10 @@ def save(
       compression: None, "GZIP" or "ZLIB". The header records it; `load` needs no argument.
       progress: Show a progress line on stderr.
       elements_per_batch: Encode at most this many elements at a time. By default batches are
-        sized from the element spec, which for each unknown dim assumes 64: give a smaller
-        number for elements of unknown shape much larger than that (long audio clips, say),
-        whose batches would otherwise take that much more memory. The files do not change.
+        sized from the element spec, which for each unknown dim assumes 64 values and for a
+        string 32 bytes: give a smaller number for elements much larger than that (long audio
+        clips, encoded images), whose batches would otherwise take that much more memory
+        (`save` warns when a batch passes 64 MiB). The files do not change.
 
     Returns:
       The header that was written, as a dict.
@@ -1432,16 +1433,17 @@ class _FramedFile:
         if self.fd is None:
             self.file.write(b"".join(pieces))  # bytes.join takes the read-only arrays too
             return
-        chunk, size = [], 0  # a call of at most _IOV_MAX pieces, and about _WRITE_BYTES
-        for piece in pieces:
-            chunk.append(piece)
-            size += len(piece)
-            if size >= _WRITE_BYTES or len(chunk) == _IOV_MAX:
-                self._pwritev(chunk, size, offset)
-                offset += size
-                chunk, size = [], 0
-        if chunk:
-            self._pwritev(chunk, size, offset)
+        # A call takes pieces until it has _WRITE_BYTES, and at most _IOV_MAX of them; where
+        # each call ends comes from the pieces' running sizes, not a Python step a piece
+        ends = np.cumsum(np.fromiter(map(len, pieces), np.int64, len(pieces)))
+        start, before = 0, 0  # the call's first piece, and the bytes before it
+        while start < len(pieces):
+            stop = min(int(np.searchsorted(ends, before + _WRITE_BYTES)) + 1,
+                       start + _IOV_MAX, len(pieces))
+            size = int(ends[stop - 1]) - before
+            self._pwritev(pieces[start:stop], size, offset)
+            offset += size
+            start, before = stop, before + size
 
     def _pwritev(self, chunk: list, size: int, offset: int):
         written = os.pwritev(self.fd, chunk, offset)
