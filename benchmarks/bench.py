@@ -21,7 +21,8 @@ median`` for the same workload and operation, so values <= 1.0 beat tf.data.
 
 ``--memory`` instead measures streaming: each of super_serial and tf.data saves
 ``--memory-gib`` GiB from a generator-backed dataset in a fresh subprocess, which
-reports its peak RSS growth during the save.
+reports its peak RSS growth during the save; ``--memory-element strings`` streams byte
+strings of 150 kB (encoded images) instead of float32 arrays.
 
 Usage::
 
@@ -29,6 +30,7 @@ Usage::
     python benchmarks/bench.py --markdown              # Markdown table for the README
     python benchmarks/bench.py --scale 0.01 --repeats 1
     python benchmarks/bench.py --memory                # streaming peak-RSS measurement
+    python benchmarks/bench.py --memory --memory-element strings  # of encoded-image strings
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ ALL_WORKLOADS = ("images", "tabular")
 ALL_CONTENDERS = ("super_serial", "tf.data", "naive", "super_serial sharded+gzip")
 MEMORY_CONTENDERS = ("super_serial", "tf.data")
 MEMORY_ELEMENT_SHAPE = (256, 256, 3)
+MEMORY_STRING_BYTES = 150_000  # about an encoded image
+MEMORY_ELEMENTS = ("images", "strings")
 MEMORY_TARGET_MB = 400
 SAVE_SPEEDUP_TARGET = 20.0
 DISK_OVERHEAD_TARGET = 0.02
@@ -438,24 +442,36 @@ def reset_peak_rss() -> None:
         pass
 
 
-def streaming_dataset(gib: float) -> tuple[tf.data.Dataset, int]:
-    """A generator-backed dataset of fresh float32 arrays totalling about ``gib`` GiB."""
-    element_bytes = int(np.prod(MEMORY_ELEMENT_SHAPE)) * 4
+def streaming_dataset(gib: float, element: str = "images") -> tuple[tf.data.Dataset, int]:
+    """A generator-backed dataset of fresh elements totalling about ``gib`` GiB: float32
+    arrays of MEMORY_ELEMENT_SHAPE (``images``), or byte strings of MEMORY_STRING_BYTES with
+    an int64 label, as encoded images are stored (``strings``)."""
+    if element == "strings":
+        element_bytes = MEMORY_STRING_BYTES + 8
+        signature = {"jpeg": tf.TensorSpec([], tf.string), "label": tf.TensorSpec([], tf.int64)}
+
+        def make(rng, i):
+            return {"jpeg": rng.bytes(MEMORY_STRING_BYTES), "label": i}
+    else:
+        element_bytes = int(np.prod(MEMORY_ELEMENT_SHAPE)) * 4
+        signature = tf.TensorSpec(MEMORY_ELEMENT_SHAPE, tf.float32)
+
+        def make(rng, i):
+            return rng.random(MEMORY_ELEMENT_SHAPE, dtype=np.float32)
     count = max(1, round(gib * 2**30 / element_bytes))
 
     def generate():
         rng = np.random.default_rng(SEED)
-        for _ in range(count):
-            yield rng.random(MEMORY_ELEMENT_SHAPE, dtype=np.float32)
+        for i in range(count):
+            yield make(rng, i)
 
-    signature = tf.TensorSpec(MEMORY_ELEMENT_SHAPE, tf.float32)
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
     return dataset, count * element_bytes
 
 
-def memory_child(name: str, out_dir: Path, gib: float) -> None:
+def memory_child(name: str, out_dir: Path, gib: float, element: str) -> None:
     """Runs in a fresh subprocess: save the stream once and print a JSON report."""
-    dataset, payload = streaming_dataset(gib)
+    dataset, payload = streaming_dataset(gib, element)
     for _ in dataset.take(1):  # warm up the TF runtime before taking the baseline
         pass
     baseline = proc_status_bytes("VmRSS")
@@ -474,10 +490,11 @@ def memory_child(name: str, out_dir: Path, gib: float) -> None:
     print(json.dumps(report))
 
 
-def run_memory_subprocess(name: str, gib: float, workdir: Path) -> dict:
+def run_memory_subprocess(name: str, gib: float, element: str, workdir: Path) -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="memory-", dir=workdir))
     command = [
-        sys.executable, __file__, "--memory-child", name, str(run_dir), "--memory-gib", str(gib)
+        sys.executable, __file__, "--memory-child", name, str(run_dir), "--memory-gib", str(gib),
+        "--memory-element", element,
     ]
     try:
         result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -522,12 +539,16 @@ def memory_table(reports: list[dict]) -> tuple[tuple[str, ...], list[tuple[str, 
 
 def run_memory(args, names: list[str], workdir: Path) -> None:
     print_lines(machine_info(), args.markdown)
-    intro = f"streaming save of {args.memory_gib} GiB, each contender in a fresh subprocess"
+    what = {"images": f"float32 {list(MEMORY_ELEMENT_SHAPE)} arrays",
+            "strings": f"strings of {MEMORY_STRING_BYTES:,} bytes with an int64 label"}
+    intro = (f"streaming save of {args.memory_gib} GiB of {what[args.memory_element]}, each "
+             "contender in a fresh subprocess")
     print_lines([intro], args.markdown)
     reports = []
     for name in names:
         print(f"  memory: {name}", file=sys.stderr)
-        reports.append(run_memory_subprocess(name, args.memory_gib, workdir))
+        reports.append(run_memory_subprocess(name, args.memory_gib, args.memory_element,
+                                             workdir))
     print()
     print(format_table(*memory_table(reports), args.markdown))
     print()
@@ -588,6 +609,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "each in a fresh subprocess")
     parser.add_argument("--memory-gib", type=float, default=1.5,
                         help="GiB streamed per contender in --memory mode (default: 1.5)")
+    parser.add_argument("--memory-element", choices=MEMORY_ELEMENTS, default="images",
+                        help="what --memory streams: float32 arrays of "
+                        f"{'x'.join(map(str, MEMORY_ELEMENT_SHAPE))} (images, the default), or "
+                        f"strings of {MEMORY_STRING_BYTES:,} bytes with a label (strings, as "
+                        "encoded images are stored)")
     parser.add_argument("--memory-child", nargs=2, metavar=("CONTENDER", "DIR"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -617,7 +643,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.memory_child:
         name, out_dir = args.memory_child
-        memory_child(name, Path(out_dir), args.memory_gib)
+        memory_child(name, Path(out_dir), args.memory_gib, args.memory_element)
         return
     base = args.out or Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH = REPO_ROOT / "benchmarks" / "bench.py"
 WORKLOADS = ("images", "tabular")
+EXPECTED_ELEMENT = {"images": r"float32 \[256, 256, 3\] arrays",
+                    "strings": "strings of 150,000 bytes with an int64 label"}
 EXPECTED_ROWS = (
     ("super_serial", "save"),
     ("super_serial", "load"),
@@ -80,8 +84,9 @@ def test_benchmark_reports_every_contender_with_ratio(tmp_path):
     assert re.search(r"^images: super_serial on disk / raw .* = [+-][\d.]+%", stdout, re.M)
 
 
-def test_memory_mode_reports_peak_rss_growth(tmp_path):
-    stdout = run_bench(tmp_path, "--memory", "--memory-gib", "0.01")
+@pytest.mark.parametrize("element", ["images", "strings"])
+def test_memory_mode_reports_peak_rss_growth(tmp_path, element):
+    stdout = run_bench(tmp_path, "--memory", "--memory-gib", "0.01", "--memory-element", element)
 
     rows = {row["contender"]: row for row in parse_table(stdout, "contender")}
     assert set(rows) == {"super_serial", "tf.data"}
@@ -90,6 +95,7 @@ def test_memory_mode_reports_peak_rss_growth(tmp_path):
         assert int(row["bytes on disk"].replace(",", "")) >= 0.01 * 2**30
         assert int(row["peak RSS growth MB"]) >= 0
     assert re.search(r"^super_serial: peak RSS growth -?\d+ MB \(target < 400 MB\)", stdout, re.M)
+    assert re.search(rf"^streaming save of 0.01 GiB of {EXPECTED_ELEMENT[element]}", stdout, re.M)
 
 
 def test_schema_benchmark_runs_at_tiny_scale():

@@ -980,20 +980,22 @@ def test_elements_per_batch_writes_the_same_files(name, elements_per_batch, num_
     assert_same_elements(dataset, super_serial.load(str(small / "d.tfrecord")))
 
 
-def test_batches_far_larger_than_their_spec_tells_warn_once(tmp_path, monkeypatch):
-    """Long strings, which batch sizing takes for 32 bytes: save warns, once, with the file and
-    an elements_per_batch that bounds the batches; with that option the files are the same
-    and nothing warns. (Sizes scaled down: batches meant to hold 10 kB warn from 20 kB.)"""
+def test_batches_far_larger_than_meant_warn_once(tmp_path, monkeypatch):
+    """Strings so long that the fewest elements save reads at a time (256, where the spec
+    cannot tell their size) come to more than four times the bytes meant: save warns, once,
+    with the file and an elements_per_batch that bounds the batches; with that option the
+    files are the same and nothing warns. (Sizes scaled down: batches meant to hold 10 kB warn
+    from 20 kB.)"""
     monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 10_000)
     monkeypatch.setattr(super_serial.core, "_OVERSIZED_BATCH_BYTES", 20_000)
     dataset = tf.data.Dataset.from_tensor_slices(
         {"blob": np.array([b"x" * 900] * 2100, object), "label": np.arange(2100)})
     default, bounded = str(tmp_path / "default.tfrecord"), str(tmp_path / "bounded.tfrecord")
     with pytest.warns(UserWarning) as caught:
-        super_serial.save(dataset, default)  # batches of 1,024, 1,024 and 52 elements
+        super_serial.save(dataset, default)  # batches of 256 elements, and one of 52
     assert len(caught) == 1, [str(w.message) for w in caught]
     message = str(caught[0].message)
-    assert message.startswith(f"save {default}: a batch of 1,024 elements came to 1 MiB"), message
+    assert message.startswith(f"save {default}: a batch of 256 elements came to 0 MiB"), message
     suggested = int(re.search(r"elements_per_batch=(\d+) bounds them", message).group(1))
     assert 1 <= suggested <= 10_000 // 900
     with warnings.catch_warnings():
@@ -1001,6 +1003,47 @@ def test_batches_far_larger_than_their_spec_tells_warn_once(tmp_path, monkeypatc
         super_serial.save(dataset, bounded, elements_per_batch=suggested)
     assert Path(default).read_bytes() == Path(bounded).read_bytes()
     assert_same_elements(dataset, super_serial.load(bounded))
+
+
+def _strings_datasets(count: int, length: int) -> tf.data.Dataset:
+    strings = [(b"%06d" % i * length)[:length] for i in range(count)]
+    pairs = tf.RaggedTensor.from_uniform_row_length([b"a", b"bc"] * count, 2)  # ragged rank 0
+    return tf.data.Dataset.from_tensor_slices(
+        {"blob": strings, "label": np.arange(count), "pair": pairs})
+
+
+@pytest.mark.parametrize("length, expected_rows", [
+    (1_000, [4, 16, 16, 4]),  # 4 elements come to about 4.1 kB: four of them make a batch
+    (7, [4, 344, 340, 312]),  # 4 come to 232 bytes: batches of 340 elements or so
+])
+def test_strings_are_read_a_few_at_a_time_and_merged_by_their_bytes(
+        length, expected_rows, tmp_path, monkeypatch):
+    """Where strings make the spec's size a guess, save reads _READ_RECORDS elements at a time
+    and merges them into batches of about _TARGET_BATCH_BYTES, by the bytes encoded so far:
+    long strings give batches of few elements (memory follows what they hold), short ones of
+    as many as the spec allows. The files are the same as with a batch for each element.
+    (Sizes scaled down: 20 kB a batch, 4 elements a read.)"""
+    monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
+    monkeypatch.setattr(super_serial.core, "_READ_RECORDS", 4)
+    dataset = _strings_datasets(sum(expected_rows), length)
+    batches = []
+    encode = super_serial.core._encode_records
+
+    def recording(features, leaves, rows):
+        records = encode(features, leaves, rows)
+        batches.append((rows, sum(map(len, map(super_serial.core._joined, records)))))
+        return records
+
+    monkeypatch.setattr(super_serial.core, "_encode_records", recording)
+    merged, single = str(tmp_path / "merged.tfrecord"), str(tmp_path / "single.tfrecord")
+    super_serial.save(dataset, merged)
+    assert [rows for rows, _ in batches] == expected_rows
+    # about the bytes meant: sized by the bytes an element took so far
+    assert all(nbytes <= 1.05 * 20_000 for _, nbytes in batches), batches
+    super_serial.save(dataset, single, elements_per_batch=1)
+    monkeypatch.undo()
+    assert Path(merged).read_bytes() == Path(single).read_bytes()
+    assert_same_elements(dataset, super_serial.load(merged))
 
 
 def test_not_a_dataset(tmp_path, paths):
