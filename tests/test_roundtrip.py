@@ -1046,6 +1046,38 @@ def test_strings_are_read_a_few_at_a_time_and_merged_by_their_bytes(
     assert_same_elements(dataset, super_serial.load(merged))
 
 
+@pytest.mark.parametrize("autotune, prefetch, budget", [
+    ({}, tf.data.AUTOTUNE, 4 * 16 << 20),
+    ({"ram_budget": 1 << 30}, tf.data.AUTOTUNE, None),  # the dataset's own budget stays
+    ({"enabled": False}, 2, None),  # without autotuning, two reads
+])
+def test_small_reads_are_read_ahead_within_a_memory_budget(autotune, prefetch, budget, paths,
+                                                          monkeypatch):
+    """Two small reads ahead are not enough to keep tf.data busy while a batch of them is
+    encoded; tf.data's autotuning reads further ahead, within _READ_AHEAD_BYTES."""
+    monkeypatch.setattr(super_serial.core, "_READ_RECORDS", 4)
+    options = tf.data.Options()
+    for name, value in autotune.items():
+        setattr(options.autotune, name, value)
+    dataset = _strings_datasets(20, 10).with_options(options)
+    prefetches, budgets = [], []
+    real_prefetch, real_with_options = tf.data.Dataset.prefetch, tf.data.Dataset.with_options
+    monkeypatch.setattr(tf.data.Dataset, "prefetch", lambda self, size, *a, **k: (
+        prefetches.append(size) or real_prefetch(self, size, *a, **k)))
+
+    def with_options(self, options, name=None):
+        if options.autotune.ram_budget is not None:
+            budgets.append(options.autotune.ram_budget)
+        return real_with_options(self, options)
+
+    monkeypatch.setattr(tf.data.Dataset, "with_options", with_options)
+    super_serial.save(dataset, *paths)
+    monkeypatch.undo()
+    assert prefetches == [prefetch]
+    assert budgets == ([budget] if budget else [])
+    assert_same_elements(dataset, super_serial.load(*paths))
+
+
 def test_not_a_dataset(tmp_path, paths):
     with pytest.raises(TypeError, match="tf.data.Dataset"):
         super_serial.save({"x": np.zeros(3)}, *paths)
