@@ -1121,11 +1121,11 @@ def save(
     # Where strings make the spec's size a guess, elements are read in small batches, merged
     # into batches of about _TARGET_BATCH_BYTES by the bytes encoded so far (`_Merger`).
     # elements_per_batch reads and encodes exactly that many.
+    max_records = elements_per_batch or batch_records
     read_records = elements_per_batch or _read_records(features, batch_records)
-    batches = _Merger(
-        _batches_for_encoding(dataset, features, read_records,
-                              small_reads=read_records < (elements_per_batch or batch_records)),
-        read_records, elements_per_batch or batch_records)
+    batches = _Merger(_batches_for_encoding(dataset, features, read_records,
+                                            small_reads=read_records < max_records),
+                      read_records, max_records)
     files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, compression, block_records)
     meter = _Progress("save", "elements", cardinality, enabled=progress)
     try:
@@ -1317,7 +1317,7 @@ def _prefetched(batched, dataset, small_reads: bool) -> tf.data.Dataset:
     (a batch's worth of short strings, one read of long ones), unless the dataset's options
     set a budget of their own or turn autotuning off (then two). Two reads of short strings
     are not enough to keep tf.data busy while a batch is encoded: tabular save took 385 ms
-    so, 244 this way and 208 with batches of 8,192 and no merging."""
+    so, 244 this way, and 208 when it read batches of 8,192 (alternating runs of 20)."""
     autotune = dataset.options().autotune
     if not small_reads or autotune.enabled is False:
         return batched.prefetch(2)
