@@ -1005,7 +1005,7 @@ def test_batches_far_larger_than_meant_warn_once(tmp_path, monkeypatch):
     assert_same_elements(dataset, super_serial.load(bounded))
 
 
-def _strings_datasets(count: int, length: int) -> tf.data.Dataset:
+def _strings_dataset(count: int, length: int) -> tf.data.Dataset:
     strings = [(b"%06d" % i * length)[:length] for i in range(count)]
     pairs = tf.RaggedTensor.from_uniform_row_length([b"a", b"bc"] * count, 2)  # ragged rank 0
     return tf.data.Dataset.from_tensor_slices(
@@ -1025,7 +1025,7 @@ def test_strings_are_read_a_few_at_a_time_and_merged_by_their_bytes(
     (Sizes scaled down: 20 kB a batch, 4 elements a read.)"""
     monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
     monkeypatch.setattr(super_serial.core, "_READ_RECORDS", 4)
-    dataset = _strings_datasets(sum(expected_rows), length)
+    dataset = _strings_dataset(sum(expected_rows), length)
     batches = []
     encode = super_serial.core._encode_records
 
@@ -1047,7 +1047,7 @@ def test_strings_are_read_a_few_at_a_time_and_merged_by_their_bytes(
 
 
 @pytest.mark.parametrize("autotune, prefetch, budget", [
-    ({}, tf.data.AUTOTUNE, 4 * 16 << 20),
+    ({}, tf.data.AUTOTUNE, 64 << 20),
     ({"ram_budget": 1 << 30}, tf.data.AUTOTUNE, None),  # the dataset's own budget stays
     ({"enabled": False}, 2, None),  # without autotuning, two reads
 ])
@@ -1059,7 +1059,7 @@ def test_small_reads_are_read_ahead_within_a_memory_budget(autotune, prefetch, b
     options = tf.data.Options()
     for name, value in autotune.items():
         setattr(options.autotune, name, value)
-    dataset = _strings_datasets(20, 10).with_options(options)
+    dataset = _strings_dataset(20, 10).with_options(options)
     prefetches, budgets = [], []
     real_prefetch, real_with_options = tf.data.Dataset.prefetch, tf.data.Dataset.with_options
     monkeypatch.setattr(tf.data.Dataset, "prefetch", lambda self, size, *a, **k: (
