@@ -1135,10 +1135,11 @@ def save(
             before = files.bytes_written
             files.write(_encode_records(features, leaves, rows), written)
             written += rows
-            batches.encoded(rows, files.bytes_written - before)
-            if not warned and files.bytes_written - before > _OVERSIZED_BATCH_BYTES:
+            nbytes = files.bytes_written - before
+            batches.encoded(rows, nbytes)
+            if not warned and nbytes > _OVERSIZED_BATCH_BYTES:
                 warned = True
-                _warn_oversized(tfrecord_path, rows, files.bytes_written - before)
+                _warn_oversized(tfrecord_path, rows, nbytes)
             meter.update(written, files.bytes_written)
         meter.update(written, files.bytes_written, force=True)
         header = files.commit(
