@@ -442,7 +442,7 @@ def reset_peak_rss() -> None:
         pass
 
 
-def streaming_dataset(gib: float, element: str = "images") -> tuple[tf.data.Dataset, int]:
+def streaming_dataset(gib: float, element: str) -> tuple[tf.data.Dataset, int]:
     """A generator-backed dataset of fresh elements totalling about ``gib`` GiB: float32
     arrays of MEMORY_ELEMENT_SHAPE (``images``), or byte strings of MEMORY_STRING_BYTES with
     an int64 label, as encoded images are stored (``strings``)."""
