@@ -22,7 +22,8 @@ median`` for the same workload and operation, so values <= 1.0 beat tf.data.
 ``--memory`` instead measures streaming: each of super_serial and tf.data saves
 ``--memory-gib`` GiB from a generator-backed dataset in a fresh subprocess, which
 reports its peak RSS growth during the save; ``--memory-element strings`` streams byte
-strings of 150 kB (encoded images) instead of float32 arrays.
+strings of 150 kB (encoded images) instead of float32 arrays, ``--memory-element clips``
+float32 arrays of unknown length, 0.4 to 1.2 MB (audio clips).
 
 Usage::
 
@@ -31,6 +32,7 @@ Usage::
     python benchmarks/bench.py --scale 0.01 --repeats 1
     python benchmarks/bench.py --memory                # streaming peak-RSS measurement
     python benchmarks/bench.py --memory --memory-element strings  # of encoded-image strings
+    python benchmarks/bench.py --memory --memory-element clips    # of unknown shape
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ ALL_CONTENDERS = ("super_serial", "tf.data", "naive", "super_serial sharded+gzip
 MEMORY_CONTENDERS = ("super_serial", "tf.data")
 MEMORY_ELEMENT_SHAPE = (256, 256, 3)
 MEMORY_STRING_BYTES = 150_000  # about an encoded image
-MEMORY_ELEMENTS = ("images", "strings")
+MEMORY_CLIP_SAMPLES = (100_000, 300_000)  # float32 [None]: audio clips of 0.4 to 1.2 MB
+MEMORY_ELEMENTS = ("images", "strings", "clips")
 MEMORY_TARGET_MB = 400
 SAVE_SPEEDUP_TARGET = 20.0
 DISK_OVERHEAD_TARGET = 0.02
@@ -444,9 +447,18 @@ def reset_peak_rss() -> None:
 
 def streaming_dataset(gib: float, element: str) -> tuple[tf.data.Dataset, int]:
     """A generator-backed dataset of fresh elements totalling about ``gib`` GiB: float32
-    arrays of MEMORY_ELEMENT_SHAPE (``images``), or byte strings of MEMORY_STRING_BYTES with
-    an int64 label, as encoded images are stored (``strings``)."""
-    if element == "strings":
+    arrays of MEMORY_ELEMENT_SHAPE (``images``), byte strings of MEMORY_STRING_BYTES with
+    an int64 label, as encoded images are stored (``strings``), or float32 arrays of unknown
+    length, MEMORY_CLIP_SAMPLES values, as audio clips are stored (``clips``)."""
+    if element == "clips":
+        low, high = MEMORY_CLIP_SAMPLES
+        element_bytes = (low + high) * 2  # on average: in pairs of low + k and high - k values
+        signature = tf.TensorSpec([None], tf.float32)
+
+        def make(rng, i):
+            k = (i // 2 * 7919) % (high - low + 1)
+            return rng.random(high - k if i % 2 else low + k, dtype=np.float32)
+    elif element == "strings":
         element_bytes = MEMORY_STRING_BYTES + 8
         signature = {"jpeg": tf.TensorSpec([], tf.string), "label": tf.TensorSpec([], tf.int64)}
 
@@ -459,6 +471,8 @@ def streaming_dataset(gib: float, element: str) -> tuple[tf.data.Dataset, int]:
         def make(rng, i):
             return rng.random(MEMORY_ELEMENT_SHAPE, dtype=np.float32)
     count = max(1, round(gib * 2**30 / element_bytes))
+    if element == "clips" and count % 2:
+        count += 1  # whole pairs
 
     def generate():
         rng = np.random.default_rng(SEED)
@@ -540,7 +554,8 @@ def memory_table(reports: list[dict]) -> tuple[tuple[str, ...], list[tuple[str, 
 def run_memory(args, names: list[str], workdir: Path) -> None:
     print_lines(machine_info(), args.markdown)
     what = {"images": f"float32 {list(MEMORY_ELEMENT_SHAPE)} arrays",
-            "strings": f"strings of {MEMORY_STRING_BYTES:,} bytes with an int64 label"}
+            "strings": f"strings of {MEMORY_STRING_BYTES:,} bytes with an int64 label",
+            "clips": "float32 [None] arrays of {:,} to {:,} values".format(*MEMORY_CLIP_SAMPLES)}
     intro = (f"streaming save of {args.memory_gib} GiB of {what[args.memory_element]}, each "
              "contender in a fresh subprocess")
     print_lines([intro], args.markdown)
@@ -611,9 +626,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="GiB streamed per contender in --memory mode (default: 1.5)")
     parser.add_argument("--memory-element", choices=MEMORY_ELEMENTS, default="images",
                         help="what --memory streams: float32 arrays of "
-                        f"{'x'.join(map(str, MEMORY_ELEMENT_SHAPE))} (images, the default), or "
+                        f"{'x'.join(map(str, MEMORY_ELEMENT_SHAPE))} (images, the default), "
                         f"strings of {MEMORY_STRING_BYTES:,} bytes with a label (strings, as "
-                        "encoded images are stored)")
+                        "encoded images are stored), or float32 arrays of unknown length, "
+                        "{:,} to {:,} values (clips, as audio is stored)".format(
+                            *MEMORY_CLIP_SAMPLES))
     parser.add_argument("--memory-child", nargs=2, metavar=("CONTENDER", "DIR"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

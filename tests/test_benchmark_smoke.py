@@ -14,7 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH = REPO_ROOT / "benchmarks" / "bench.py"
 WORKLOADS = ("images", "tabular")
 EXPECTED_ELEMENT = {"images": r"float32 \[256, 256, 3\] arrays",
-                    "strings": "strings of 150,000 bytes with an int64 label"}
+                    "strings": "strings of 150,000 bytes with an int64 label",
+                    "clips": r"float32 \[None\] arrays of 100,000 to 300,000 values"}
 EXPECTED_ROWS = (
     ("super_serial", "save"),
     ("super_serial", "load"),
@@ -84,7 +85,7 @@ def test_benchmark_reports_every_contender_with_ratio(tmp_path):
     assert re.search(r"^images: super_serial on disk / raw .* = [+-][\d.]+%", stdout, re.M)
 
 
-@pytest.mark.parametrize("element", ["images", "strings"])
+@pytest.mark.parametrize("element", ["images", "strings", "clips"])
 def test_memory_mode_reports_peak_rss_growth(tmp_path, element):
     stdout = run_bench(tmp_path, "--memory", "--memory-gib", "0.01", "--memory-element", element)
 

@@ -801,23 +801,29 @@ def test_save_prefetches_batches_only_when_there_are_several(elements, prefetche
     ("[None]", ["window"]),  # the number of values gives the shape: sparse_batch over windows
     ("only [None]", ["sparse_batch"]),  # the only component: sparse_batch, no windows
     ("[None, None]", ["inline"]),  # needs each shape: an inline map
+    ("[None] uncached", ["inline"]),  # read a few at a time: as ragged, not sparse, tensors
 ])
 def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
         dense_unknown, expected, paths, monkeypatch):
     """tf.data's map (and ragged_batch, which maps every element) costs about 20 us an
     element here: save uses neither. Dense unknown shapes that the number of values gives go
     through sparse_batch over windows, with no function for each element; others through save's
-    own inline map. batch takes ragged components of ragged rank 0 as they are."""
+    own inline map. batch takes ragged components of ragged rank 0 as they are. (The datasets
+    are cached, as arrays in memory are read: the map before would make save read them a few
+    at a time, `_READ_UNKNOWN`, and a sparse tensor's indices would be most of their memory.)
+    """
     columns = {"r": tf.ragged.constant([[1, 2], [], [3], [4, 5, 6]]), "x": np.arange(4.0)}
     dataset = tf.data.Dataset.from_tensor_slices(columns)
     assert dataset.element_spec["r"].ragged_rank == 0
-    if dense_unknown == "[None]":
+    if dense_unknown in ("[None]", "[None] uncached"):
         dataset = dataset.map(lambda e: {**e, "d": tf.range(tf.cast(e["x"], tf.int32))})
     elif dense_unknown == "[None, None]":
         dataset = dataset.map(lambda e: {**e, "d": tf.zeros(tf.cast([e["x"], 2 - e["x"] % 2],
                                                                     tf.int32))})
     elif dense_unknown == "only [None]":
         dataset = dataset.map(lambda e: {"d": tf.range(tf.cast(e["x"], tf.int32))})
+    if dense_unknown != "[None] uncached":
+        dataset = dataset.cache()
     calls = []
     for name in ("ragged_batch", "map", "window"):
         original = getattr(tf.data.Dataset, name)
@@ -1026,6 +1032,15 @@ def test_strings_are_read_a_few_at_a_time_and_merged_by_their_bytes(
     monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
     monkeypatch.setattr(super_serial.core, "_READ_RECORDS", 4)
     dataset = _strings_dataset(sum(expected_rows), length)
+    batches = _batches_saved(dataset, tmp_path, monkeypatch)
+    assert [rows for rows, _ in batches] == expected_rows
+    # about the bytes meant: sized by the bytes an element took so far
+    assert all(nbytes <= 1.05 * 20_000 for _, nbytes in batches), batches
+
+
+def _batches_saved(dataset, tmp_path, monkeypatch) -> list:
+    """The (elements, bytes) of each batch `save` encodes; checks that the files are the same
+    as with a batch for each element, and load gives the dataset back."""
     batches = []
     encode = super_serial.core._encode_records
 
@@ -1037,13 +1052,70 @@ def test_strings_are_read_a_few_at_a_time_and_merged_by_their_bytes(
     monkeypatch.setattr(super_serial.core, "_encode_records", recording)
     merged, single = str(tmp_path / "merged.tfrecord"), str(tmp_path / "single.tfrecord")
     super_serial.save(dataset, merged)
-    assert [rows for rows, _ in batches] == expected_rows
-    # about the bytes meant: sized by the bytes an element took so far
-    assert all(nbytes <= 1.05 * 20_000 for _, nbytes in batches), batches
+    recorded = list(batches)
     super_serial.save(dataset, single, elements_per_batch=1)
     monkeypatch.undo()
     assert Path(merged).read_bytes() == Path(single).read_bytes()
     assert_same_elements(dataset, super_serial.load(merged))
+    return recorded
+
+
+def _clips_dataset(count: int, length: int) -> tf.data.Dataset:
+    """A generator of elements of unknown shapes, about `length` values each: a clip, an
+    image of unknown size, a ragged list of lists, beside a label."""
+    def elements():
+        for i in range(count):
+            n = length + i % 3
+            yield {"clip": np.arange(n, dtype=np.float32),
+                   "image": np.full((i % 2 + 1, n // 2), i, np.float32),
+                   "words": tf.RaggedTensor.from_row_lengths(
+                       tf.range(i % 4 + 1, dtype=tf.int64), [i % 4 + 1]),
+                   "nested": tf.RaggedTensor.from_nested_row_lengths(
+                       tf.range(i % 3 + 3, dtype=tf.int64), [[1, 2], [1, 1, i % 3 + 1]]),
+                   "label": i}
+    return tf.data.Dataset.from_generator(elements, output_signature={
+        "clip": tf.TensorSpec([None], tf.float32),
+        "image": tf.TensorSpec([None, None], tf.float32),
+        "words": tf.RaggedTensorSpec([None, None], tf.int64, 1),
+        "nested": tf.RaggedTensorSpec([None, None, None], tf.int64, 2),
+        "label": tf.TensorSpec([], tf.int64)})
+
+
+@pytest.mark.parametrize("length, expected_rows", [
+    (1_000, [4, 4, 4, 4, 4, 4]),  # 4 elements come to about 29 kB: a read is a batch
+    (3, [4, 80, 76, 76, 76, 8]),  # 4 come to about 1 kB: 80 at most, then 76 fit 20 kB
+])
+def test_unknown_shapes_of_a_costly_pipeline_are_read_a_few_at_a_time_and_merged(
+        length, expected_rows, tmp_path, monkeypatch):
+    """Where shapes are unknown and the pipeline calls a function for each element anyway (a
+    generator, a map), save reads _READ_UNKNOWN elements at a time and merges them by the
+    bytes encoded so far, as it does strings: audio clips of unknown length are not read
+    thousands at a time. The files are the same as with a batch for each element. (Sizes
+    scaled down: 20 kB a batch, 4 elements a read, at most 80 elements a batch.)"""
+    monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
+    monkeypatch.setattr(super_serial.core, "_READ_UNKNOWN", 4)
+    monkeypatch.setattr(super_serial.core, "_block_and_batch_records",
+                        lambda features, shards, cardinality: (4, 80))
+    dataset = _clips_dataset(sum(expected_rows), length)
+    assert super_serial.core._costly_elements(dataset)
+    batches = _batches_saved(dataset, tmp_path, monkeypatch)
+    assert [rows for rows, _ in batches] == expected_rows
+    # merged reads come to about the bytes meant, by the bytes an element took so far
+    assert all(nbytes <= 1.05 * 20_000 for rows, nbytes in batches if rows > 4), batches
+
+
+@pytest.mark.parametrize("make, costly", [
+    (lambda: tf.data.Dataset.from_tensor_slices(np.zeros((4, 2))), False),
+    (lambda: tf.data.Dataset.range(4).map(lambda x: tf.range(x)), True),
+    (lambda: tf.data.Dataset.range(4).map(lambda x: tf.range(x)).cache(), False),
+    (lambda: _clips_dataset(4, 3), True),
+    (lambda: _clips_dataset(4, 3).cache().batch(2), False),
+    (lambda: tf.data.Dataset.zip((tf.data.Dataset.range(3).cache(), _clips_dataset(3, 3))),
+     True),
+    (lambda: tf.data.Dataset.range(4).interleave(tf.data.Dataset.range), True),
+])
+def test_costly_elements_are_made_by_a_function_before_any_cache(make, costly):
+    assert super_serial.core._costly_elements(make()) is costly
 
 
 @pytest.mark.parametrize("autotune, prefetch, budget", [
