@@ -1073,11 +1073,15 @@ def save(
       shard_size: Instead of `num_shards`, start a new file once one holds this many bytes.
       compression: None, "GZIP" or "ZLIB". The header records it; `load` needs no argument.
       progress: Show a progress line on stderr.
-      elements_per_batch: Encode at most this many elements at a time. By default batches are
-        sized from the element spec, which for each unknown dim assumes 64 values and for a
-        string 32 bytes: give a smaller number for elements much larger than that (long audio
-        clips, encoded images), whose batches would otherwise take that much more memory
-        (`save` warns when a batch passes 64 MiB). The files do not change.
+      elements_per_batch: Encode exactly this many elements at a time. By default batches
+        come to about 16 MiB: where strings, or unknown shapes from a pipeline that calls a
+        function for each element (a generator, a map), make the element spec's size a
+        guess, a few elements are read at a time and merged by the bytes they come to;
+        otherwise batches are sized from the spec, which for each unknown dim assumes 64
+        values. Give a small number for elements of unknown shape much larger than that that
+        are already in memory or cached (long audio clips), whose batches would otherwise
+        take that much more memory (`save` warns when a batch passes 64 MiB). The files do
+        not change.
 
     Returns:
       The header that was written, as a dict.
@@ -1162,15 +1166,16 @@ def save(
 
 def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
     """Batches are sized from the element spec (`_element_values`), which cannot tell how large
-    an unknown dim is, and merged from small batches read where strings make it a guess
-    (`_Merger`): a batch far larger than meant is one of large elements of unknown shape, or
-    one small batch of very long strings, and memory grows with it. Says so once a save,
-    with the option that bounds it."""
+    an unknown dim is, or merged from small batches read where it is a guess (`_Merger`): a
+    batch far larger than meant is one of large elements of unknown shape from memory or a
+    cache, or one small batch of very long strings or very large elements, and memory grows
+    with it. Says so once a save, with the option that bounds it."""
     suggested = max(1, rows * _TARGET_BATCH_BYTES // nbytes)
     warnings.warn(
         f"save {tfrecord_path}: a batch of {rows:,} elements came to {nbytes / 2**20:,.0f} MiB, "
         f"where about {_TARGET_BATCH_BYTES >> 20} MiB were meant (the element spec does not "
-        f"tell how large unknown dims are, and save reads strings {_READ_RECORDS} at a time), "
+        f"tell how large unknown dims are, and save reads strings {_READ_RECORDS} at a time "
+        f"and unknown shapes from a generator or map {_READ_UNKNOWN}), "
         f"and memory grows with batches that size: elements_per_batch={suggested} bounds "
         f"them and writes the same files",
         UserWarning, stacklevel=3)
