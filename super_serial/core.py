@@ -55,8 +55,8 @@ _MAX_BATCH_RECORDS = 8192
 _READ_RECORDS = 256  # elements read at a time where strings make their size a guess
 # Elements read at a time where shapes are unknown and each element costs a function call
 # (`_costly_elements`), merged as strings are. Saving 1.5 GiB of float32 clips of 100,000 to
-# 300,000 values from a generator: peak RSS growth 224 MB with 32, 375 MB with 64, 9,994 MB
-# reading 8,192.
+# 300,000 values from a generator: peak RSS growth 216-224 MB with 32, 375 MB with 64,
+# 9,994 MB reading 8,192.
 _READ_UNKNOWN = 32
 _OVERSIZED_BATCH_BYTES = 4 * _TARGET_BATCH_BYTES  # a batch this large gets a warning
 _READ_AHEAD_BYTES = 4 * _TARGET_BATCH_BYTES  # what tf.data may read ahead of small reads
@@ -1078,7 +1078,7 @@ def save(
         function for each element (a generator, a map), make the element spec's size a
         guess, a few elements are read at a time and merged by the bytes they come to;
         otherwise batches are sized from the spec, which for each unknown dim assumes 64
-        values. Give a small number for elements of unknown shape much larger than that that
+        values. Give a small number for elements of unknown shape far larger than that which
         are already in memory or cached (long audio clips), whose batches would otherwise
         take that much more memory (`save` warns when a batch passes 64 MiB). The files do
         not change.
@@ -1127,8 +1127,9 @@ def save(
     if folder and not tf.io.gfile.isdir(folder):
         tf.io.gfile.makedirs(folder)
 
-    # Where strings make the spec's size a guess, elements are read in small batches, merged
-    # into batches of about _TARGET_BATCH_BYTES by the bytes encoded so far (`_Merger`).
+    # Where strings, or unknown shapes from a generator or map, make the spec's size a guess,
+    # elements are read in small batches (`_read_records`), merged into batches of about
+    # _TARGET_BATCH_BYTES by the bytes encoded so far (`_Merger`).
     # elements_per_batch reads and encodes exactly that many.
     max_records = elements_per_batch or batch_records
     read_records = elements_per_batch or _read_records(features, batch_records, dataset)

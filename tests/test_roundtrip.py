@@ -1104,6 +1104,24 @@ def test_unknown_shapes_of_a_costly_pipeline_are_read_a_few_at_a_time_and_merged
     assert all(nbytes <= 1.05 * 20_000 for rows, nbytes in batches if rows > 4), batches
 
 
+def test_merged_reads_deal_the_same_blocks_to_shards(tmp_path, monkeypatch):
+    """Batches merged from small reads end where they end; the blocks dealt to the shards,
+    and so the files, are those of a batch for each element."""
+    monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
+    monkeypatch.setattr(super_serial.core, "_READ_UNKNOWN", 4)
+    monkeypatch.setattr(super_serial.core, "_block_and_batch_records",  # blocks of 5, reads of 4
+                        lambda features, shards, cardinality: (5, 80))
+    dataset = _clips_dataset(90, 3)
+    merged, single = tmp_path / "merged", tmp_path / "single"
+    super_serial.save(dataset, str(merged / "d.tfrecord"), num_shards=3)
+    super_serial.save(dataset, str(single / "d.tfrecord"), num_shards=3, elements_per_batch=1)
+    names = sorted(p.name for p in merged.iterdir())
+    assert len(names) == 4 and names == sorted(p.name for p in single.iterdir())
+    for name in names:
+        assert (merged / name).read_bytes() == (single / name).read_bytes(), name
+    assert_same_elements(dataset, super_serial.load(str(merged / "d.tfrecord")))
+
+
 @pytest.mark.parametrize("make, costly", [
     (lambda: tf.data.Dataset.from_tensor_slices(np.zeros((4, 2))), False),
     (lambda: tf.data.Dataset.range(4).map(lambda x: tf.range(x)), True),
