@@ -1112,8 +1112,12 @@ def test_merged_reads_deal_the_same_blocks_to_shards(tmp_path, monkeypatch):
     monkeypatch.setattr(super_serial.core, "_block_and_batch_records",  # blocks of 5, reads of 4
                         lambda features, shards, cardinality: (5, 80))
     dataset = _clips_dataset(90, 3)
+    rows, encode = [], super_serial.core._encode_records
+    monkeypatch.setattr(super_serial.core, "_encode_records", lambda features, leaves, n: (
+        rows.append(n) or encode(features, leaves, n)))
     merged, single = tmp_path / "merged", tmp_path / "single"
     super_serial.save(dataset, str(merged / "d.tfrecord"), num_shards=3)
+    assert rows[0] == 4 and max(rows) > 5 and sum(rows) == 90, rows  # merged across blocks
     super_serial.save(dataset, str(single / "d.tfrecord"), num_shards=3, elements_per_batch=1)
     names = sorted(p.name for p in merged.iterdir())
     assert len(names) == 4 and names == sorted(p.name for p in single.iterdir())
