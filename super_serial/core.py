@@ -1281,14 +1281,6 @@ class _Merger:
             yield self.batches.finish(_concatenated(pending))
 
 
-class _SparseRead(NamedTuple):
-    """A sparse tensor as read."""
-
-    indices: tf.Tensor
-    values: tf.Tensor
-    dense_shape: tf.Tensor
-
-
 class _RaggedRead(NamedTuple):
     """A ragged tensor as read: its nested row splits in NumPy."""
 
@@ -1385,8 +1377,8 @@ class _Reads:
     `parts` reads them with the iterator's ops, without tf.data's Python structure around
     them, which costs 0.1 ms a batch of tensors and 1 to 2 ms one of sparse or ragged
     tensors (also in the GIL that a generator feeding the dataset needs): each is a list of
-    its leaves (`tf.nest.flatten`), sparse and ragged ones as `_SparseRead` and
-    `_RaggedRead`. `finish` makes a list of parts (or several concatenated) the components.
+    its leaves (`tf.nest.flatten`), ragged ones as `_RaggedRead` (sparse ones, never merged,
+    as they are). `finish` makes a list of parts (or several concatenated) the components.
     """
 
     def __init__(self, batched: tf.data.Dataset, unpack):
@@ -1422,9 +1414,8 @@ class _Reads:
 
 def _read_part(spec, tensor):
     if isinstance(spec, tf.SparseTensorSpec):
-        indices, values, shape = tf.raw_ops.DeserializeSparse(serialized_sparse=tensor,
-                                                              dtype=spec.dtype)
-        return _SparseRead(indices, values, shape)
+        return tf.SparseTensor(*tf.raw_ops.DeserializeSparse(serialized_sparse=tensor,
+                                                             dtype=spec.dtype))
     if isinstance(spec, tf.RaggedTensorSpec):
         splits, values = tf.raw_ops.RaggedTensorFromVariant(
             encoded_ragged=tensor, input_ragged_rank=spec.ragged_rank - tensor.shape.rank,
@@ -1435,8 +1426,6 @@ def _read_part(spec, tensor):
 
 
 def _finished(part):
-    if isinstance(part, _SparseRead):
-        return tf.SparseTensor(part.indices, part.values, part.dense_shape)
     if isinstance(part, _RaggedRead):
         return tf.RaggedTensor.from_nested_row_splits(part.values, part.splits, validate=False)
     return part
