@@ -67,7 +67,11 @@ MEMORY_CONTENDERS = ("super_serial", "tf.data")
 MEMORY_ELEMENT_SHAPE = (256, 256, 3)
 MEMORY_STRING_BYTES = 150_000  # about an encoded image
 MEMORY_CLIP_SAMPLES = (100_000, 300_000)  # float32 [None]: audio clips of 0.4 to 1.2 MB
-MEMORY_ELEMENTS = ("images", "strings", "clips")
+MEMORY_ELEMENTS = {  # what --memory-element streams, as the run describes it
+    "images": f"float32 {list(MEMORY_ELEMENT_SHAPE)} arrays",
+    "strings": f"strings of {MEMORY_STRING_BYTES:,} bytes with an int64 label",
+    "clips": "float32 [None] arrays of {:,} to {:,} values".format(*MEMORY_CLIP_SAMPLES),
+}
 MEMORY_TARGET_MB = 400
 SAVE_SPEEDUP_TARGET = 20.0
 DISK_OVERHEAD_TARGET = 0.02
@@ -553,11 +557,8 @@ def memory_table(reports: list[dict]) -> tuple[tuple[str, ...], list[tuple[str, 
 
 def run_memory(args, names: list[str], workdir: Path) -> None:
     print_lines(machine_info(), args.markdown)
-    what = {"images": f"float32 {list(MEMORY_ELEMENT_SHAPE)} arrays",
-            "strings": f"strings of {MEMORY_STRING_BYTES:,} bytes with an int64 label",
-            "clips": "float32 [None] arrays of {:,} to {:,} values".format(*MEMORY_CLIP_SAMPLES)}
-    intro = (f"streaming save of {args.memory_gib} GiB of {what[args.memory_element]}, each "
-             "contender in a fresh subprocess")
+    intro = (f"streaming save of {args.memory_gib} GiB of "
+             f"{MEMORY_ELEMENTS[args.memory_element]}, each contender in a fresh subprocess")
     print_lines([intro], args.markdown)
     reports = []
     for name in names:
@@ -625,12 +626,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--memory-gib", type=float, default=1.5,
                         help="GiB streamed per contender in --memory mode (default: 1.5)")
     parser.add_argument("--memory-element", choices=MEMORY_ELEMENTS, default="images",
-                        help="what --memory streams: float32 arrays of "
-                        f"{'x'.join(map(str, MEMORY_ELEMENT_SHAPE))} (images, the default), "
-                        f"strings of {MEMORY_STRING_BYTES:,} bytes with a label (strings, as "
-                        "encoded images are stored), or float32 arrays of unknown length, "
-                        "{:,} to {:,} values (clips, as audio is stored)".format(
-                            *MEMORY_CLIP_SAMPLES))
+                        help="what --memory streams (default: images): " + "; ".join(
+                            f"{name}, {what}" for name, what in MEMORY_ELEMENTS.items()))
     parser.add_argument("--memory-child", nargs=2, metavar=("CONTENDER", "DIR"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
