@@ -301,6 +301,19 @@ def _ragged_cases(splits_dtype) -> dict:
             tf.RaggedTensor.from_row_lengths(tf.range(8), tf.constant([1, 2, 0, 3, 0, 2],
                                                                       splits_dtype)), 2),
         tf.constant([1, 0, 2], splits_dtype))
+    def lengths(*n):
+        return tf.constant(n, splits_dtype)
+
+    def uniform(values, length, nrows):  # nrows given: a length of 0 cannot tell them
+        return tf.RaggedTensor.from_uniform_row_length(
+            values, tf.constant(length, splits_dtype), nrows=tf.constant(nrows, splits_dtype))
+
+    def ragged(values, *levels):  # row lengths per level, outermost (the batch's) first
+        for level in reversed(levels):
+            values = tf.RaggedTensor.from_row_lengths(values, lengths(*level))
+        return values
+
+    no_rows = ragged(tf.zeros([0], tf.int32), ())  # a ragged tensor of no rows
     return {
         # elements [None, None], ragged_rank 1, with empty rows and an empty element
         "rank1": c([[[1, 2], []], [], [[3], [4, 5, 6]], [[]], [[7]]]),
@@ -312,6 +325,16 @@ def _ragged_cases(splits_dtype) -> dict:
                            inner_shape=(2,)),
         "uniform-middle": middle,
         "all-empty": c([[[]], [[], []], []]),
+        # elements [None, None, 2], ragged_rank 2: the innermost ragged dim uniform
+        "uniform-last": ragged(uniform(tf.range(12), 2, 6), (2, 0, 2), (1, 3, 0, 2)),
+        # uniform dims of 0, whose rows no values can tell: elements [0, None],
+        # [None, 0, None] and [None, None, 0] (ragged_rank 2)
+        "uniform-outer-0": uniform(no_rows, 0, 3),
+        "uniform-middle-0": ragged(uniform(no_rows, 0, 3), (1, 0, 2)),
+        "uniform-last-0": ragged(uniform(tf.zeros([0], tf.int32), 0, 6), (2, 0, 2),
+                                 (1, 3, 0, 2)),
+        # elements [None, None, 0], ragged_rank 1: an inner dim of 0
+        "inner-0": ragged(tf.zeros([5, 0], tf.int32), (1, 2, 0), (2, 0, 3)),
     }
 
 
@@ -585,7 +608,9 @@ def test_batch_size_tuple_with_unknown_shapes(paths):
     assert_same_elements(dataset.ragged_batch(3), super_serial.load(*paths, batch_size=3))
 
 
-@pytest.mark.parametrize("case", ["rank1", "rank2", "uniform-middle"])
+@pytest.mark.parametrize("case", ["rank1", "rank2", "uniform-middle", "uniform-last",
+                                  "uniform-outer-0", "uniform-middle-0", "uniform-last-0",
+                                  "inner-0"])
 def test_batch_size_ragged_only(case, paths):
     dataset = tf.data.Dataset.from_tensor_slices(_ragged_cases(tf.int32)[case])
     tfrecord, header = paths
