@@ -2527,7 +2527,7 @@ class _Decoder:
         # tf.data's unbatch crashes on zero-size components (TF 2.21), so those are left out of
         # the blocks and made again for each element.
         self.empty = [f.kind == "fixed" and 0 in f.shape and not f.ragged and not
-                      self.whole_blocks for f in self.features]
+                      self.whole_blocks and not self._as_bytes(f) for f in self.features]
         self.element_map = not self.whole_blocks and (any(self.reshaped) or any(self.empty))
         self.batched = batched
         self.specs = {}

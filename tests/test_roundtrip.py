@@ -538,6 +538,18 @@ def test_original_dtypes_false(paths):
                 assert got == values[i].astype(values[i].dtype.newbyteorder("<")).tobytes(), name
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "float64"])
+def test_original_dtypes_false_zero_size_raw(dtype, paths):
+    """A raw feature of no values is, like any raw feature, its BytesList's one entry: b""."""
+    dataset = tf.data.Dataset.from_tensor_slices({"empty": np.zeros([3, 2, 0], dtype),
+                                                  "n": np.arange(3)})
+    loaded = roundtrip(dataset, paths, original_dtypes=False)
+    assert loaded.element_spec["empty"] == tf.TensorSpec([], tf.string)
+    assert [e["empty"].numpy() for e in loaded] == [b""] * 3
+    batches = super_serial.load(*paths, original_dtypes=False, batch_size=2)
+    assert [b["empty"].numpy().tolist() for b in batches] == [[b"", b""], [b""]]
+
+
 def test_original_dtypes_false_unknown_and_ragged(paths):
     unknown = generated([make_values("float64", (2, 3)), make_values("float64", (0, 3), 1)],
                         tf.TensorSpec([None, 3], tf.float64))
