@@ -138,6 +138,46 @@ def test_ragged_roundtrip(data, rows, dtype, splits):
     _assert_same(dataset, _roundtrip(dataset))
 
 
+@examples(30)
+@given(st.data(), st.sampled_from(["uint8", "int16", "int64", "float32", "float64", "string"]),
+       st.sampled_from([tf.int32, tf.int64]), st.integers(1, 3))
+def test_ragged_with_uniform_and_zero_dims_roundtrip(data, dtype, splits, n):
+    """Ragged elements whose dims may be uniform (of 0 rows too), with inner dims that may be
+    0: any ragged_rank, any row splits dtype; element-wise and in batches of 2."""
+    rank = data.draw(st.integers(1, 2), label="ragged_rank")
+    dims = data.draw(st.lists(st.one_of(st.none(), st.integers(0, 3)), min_size=rank + 1,
+                              max_size=rank + 1), label="dims")  # None: ragged
+    inner = data.draw(st.lists(st.integers(0, 2), max_size=2), label="inner dims")
+    lengths, rows = [], n  # each level's row lengths, the batch's (element rows) first
+    for d in dims:
+        level = [d] * rows if d is not None else data.draw(
+            st.lists(st.integers(0, 3), min_size=rows, max_size=rows), label="row lengths")
+        lengths.append(level)
+        rows = sum(level)
+    shape = (rows, *inner)
+    flat = data.draw(string_arrays(shape) if dtype == "string" else arrays_of_bits(dtype, shape),
+                     label="values")
+    batch = _tensor(flat, dtype)
+    for d, level in zip(reversed(dims), reversed(lengths)):
+        if d is None:
+            batch = tf.RaggedTensor.from_row_lengths(batch, tf.constant(level, splits))
+        else:  # rows given: a length of 0 cannot tell them
+            batch = tf.RaggedTensor.from_uniform_row_length(
+                batch, tf.constant(d, splits), nrows=tf.constant(len(level), splits))
+    dataset = tf.data.Dataset.from_tensor_slices({"r": batch})
+    assert dataset.element_spec["r"] == tf.RaggedTensorSpec([*dims, *inner], tf.as_dtype(dtype),
+                                                            rank, splits)
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(Path(folder) / "data.tfrecord")
+        super_serial.save(dataset, path)
+        loaded = super_serial.load(path)
+        assert loaded.element_spec == dataset.element_spec
+        _assert_same(dataset, list(loaded))
+        batches = super_serial.load(path, batch_size=2)
+        assert batches.element_spec == dataset.ragged_batch(2).element_spec
+        _assert_same(dataset.ragged_batch(2), list(batches))
+
+
 @examples(8)
 @given(st.data(), st.sampled_from(["GZIP", "ZLIB"]), st.sampled_from(["float64", "int8"]))
 def test_compressed_roundtrip(data, compression, dtype):
