@@ -301,6 +301,7 @@ def _ragged_cases(splits_dtype) -> dict:
             tf.RaggedTensor.from_row_lengths(tf.range(8), tf.constant([1, 2, 0, 3, 0, 2],
                                                                       splits_dtype)), 2),
         tf.constant([1, 0, 2], splits_dtype))
+
     def lengths(*n):
         return tf.constant(n, splits_dtype)
 
