@@ -2643,10 +2643,9 @@ class _Decoder:
             def ragged_rank_0():  # a batch of them is ragged in its second dim
                 batch = decode()
                 splits_dtype = tf.as_dtype(f.row_splits_dtype)
-                return tf.RaggedTensor.from_uniform_row_length(  # rows given: f.shape[0] may be 0
+                return _uniform_rows(
                     tf.reshape(batch, [tf.shape(batch)[0] * f.shape[0], *f.shape[1:]]),
-                    tf.constant(f.shape[0], splits_dtype),
-                    nrows=tf.shape(batch, out_type=splits_dtype)[0])
+                    f.shape[0], tf.shape(batch, out_type=splits_dtype)[0], splits_dtype)
             return ragged_rank_0
         if f.encoding == "raw":
             counts, flat = _raw_ragged(f, values, checks)
@@ -2702,12 +2701,6 @@ class _Decoder:
             checks.add(tf.equal(nrows, f.shape[0]), f,
                        f"rows per element differ from the header's {f.shape[0]}", found=nrows)
 
-        def uniform_rows(values, length, count):
-            # In the row splits' dtype, and with the rows counted: a length of 0 cannot tell them
-            return tf.RaggedTensor.from_uniform_row_length(
-                values, tf.constant(length, splits_dtype),
-                nrows=tf.size(count, out_type=splits_dtype))
-
         def rebuild():
             # Rows of values counted, not inferred (-1), where an inner dim is 0
             value_rows = tf.reduce_sum(sums[-1]) if 0 in f.inner_shape else -1
@@ -2715,14 +2708,23 @@ class _Decoder:
             for k in reversed(range(f.ragged_rank)):
                 uniform = f.shape[k + 1]
                 if uniform is not None:  # level k stores a length for each of its rows
-                    result = uniform_rows(result, uniform, levels[k].flat_values)
+                    rows = tf.size(levels[k].flat_values, out_type=splits_dtype)
+                    result = _uniform_rows(result, uniform, rows, splits_dtype)
                 else:
                     result = tf.RaggedTensor.from_row_lengths(
                         result, tf.cast(levels[k].flat_values, splits_dtype), validate=False)
             if f.shape[0] is not None:  # nrows: a count for each element
-                return uniform_rows(result, f.shape[0], nrows)
+                elements = tf.size(nrows, out_type=splits_dtype)
+                return _uniform_rows(result, f.shape[0], elements, splits_dtype)
             return tf.RaggedTensor.from_row_lengths(result, nrows, validate=False)
         return rebuild
+
+
+def _uniform_rows(values, length: int, nrows, splits_dtype):
+    """`values` in rows of `length`, partitioned in the row splits' dtype, `nrows` rows (a
+    scalar of that dtype) given: a length of 0 cannot tell them from the values."""
+    return tf.RaggedTensor.from_uniform_row_length(
+        values, tf.constant(length, splits_dtype), nrows=nrows)
 
 
 def _row_sums(ragged):
