@@ -237,6 +237,50 @@ def test_varints_of_any_int_dtype(values):
     assert np.asarray(lengths).tolist() == [len(e) for e in expected]
 
 
+def _varint_lengths(dtype: str) -> list:
+    """The varint lengths the values of an integer dtype take (10: negative ones)."""
+    info = np.iinfo(dtype)
+    return ([n for n in range(1, 11) if 1 << 7 * (n - 1) <= info.max]
+            + ([10] if info.min < 0 else []))
+
+
+@pytest.mark.parametrize("dtype, most", [(dtype, most)
+                                         for dtype in ["int64", "uint64", "int32", "uint32"]
+                                         for most in _varint_lengths(dtype)])
+def test_varints_of_every_length_across_slices(monkeypatch, dtype, most):
+    """Up to 8 bytes, varints are built a word each (`_word_varints`: 4-byte words up to 4,
+    8-byte ones up to 8), a slice of the values at a time; 9 and 10 bytes byte by byte. Every
+    length up to the longest, at both ends of its range and between, across slice boundaries."""
+    monkeypatch.setattr(core, "_VARINT_SLICE", 7)
+    info = np.iinfo(dtype)
+    values = []
+    for n in range(1, min(most, 9) + 1):
+        low = 1 << 7 * (n - 1) if n > 1 else 0
+        high = min((1 << 7 * n) - 1, int(info.max))
+        if low <= high:
+            values += [low, high, (low + high) // 2]
+    if most == 10:  # negative, or from 2**63
+        values += [-1, int(info.min)] if info.min < 0 else [2**63, 2**64 - 1]
+    values = np.array((values * 3)[:40], dtype)
+    data, lengths = core._varints(values)
+    expected = [_reference_varint(int(v) % 2**64) for v in values.tolist()]
+    assert np.asarray(data).tobytes() == b"".join(expected)
+    assert np.asarray(lengths).tolist() == [len(e) for e in expected]
+    assert max(lengths) == most
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 10), max_size=3), max_size=6))
+def test_group_rows_sums_each_rows_item_lengths(rows):
+    """Rows of items, empty ones among them (first, between, last): each row's byte count is
+    the sum of its items' lengths."""
+    item_lengths = np.array([n for row in rows for n in row], np.uint8)
+    splits = np.cumsum([0] + [len(row) for row in rows])
+    column = core._group_rows(np.zeros(int(item_lengths.sum()), np.uint8), item_lengths,
+                              splits, len(rows))
+    assert column.lengths.tolist() == [sum(row) for row in rows]
+
+
 def _slow_example(features, element) -> tf.train.Example:
     """The tf.train.Example of one element, built with the protobuf API."""
     def to_list(encoding, values):
