@@ -2343,8 +2343,11 @@ class _Pipeline:
         end_marker = tf.data.Dataset.from_tensors(tf.constant([], tf.string))
 
         def file_blocks(path, *extras):
-            records = _tfrecords(path, compression, buffer_size)
-            records = records.ignore_errors()  # the count check reports where the file ended
+            # A corrupt record ends the file's stream (the count check reports where), but a
+            # file that cannot be opened would be retried forever (TensorFlow moves past a file
+            # after a read error, not after an open error): `_opened` opens it first.
+            records = _opened(path).concatenate(
+                _tfrecords(path, compression, buffer_size).ignore_errors())
             blocks = records.batch(header.block_records).concatenate(end_marker)
             return tf.data.Dataset.zip((
                 tf.data.Dataset.range(np.iinfo(np.int64).max), blocks,
@@ -2530,6 +2533,17 @@ def _tfrecords(path, compression: str, buffer_size) -> tf.data.Dataset:
                                          compression_type=compression,
                                          buffer_size=tf.cast(buffer_size, tf.int64))
     return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
+
+
+def _opened(path) -> tf.data.Dataset:
+    """No elements, but TensorFlow's error naming the file (NotFoundError, say) when it cannot
+    open it: a file read one byte at a time (its raw op), of which the first is read and
+    dropped."""
+    variant = tf.raw_ops.FixedLengthRecordDatasetV2(
+        filenames=tf.reshape(path, [1]), header_bytes=tf.constant(0, tf.int64),
+        record_bytes=tf.constant(1, tf.int64), footer_bytes=tf.constant(0, tf.int64),
+        buffer_size=tf.constant(1, tf.int64), compression_type="")
+    return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string)).take(1).skip(1)
 
 
 def _check_count(start, end, rows, path, expected, block: int):

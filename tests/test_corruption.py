@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import struct
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -326,6 +327,40 @@ def test_missing_shard(tmp_path):
     missing.unlink()
     with pytest.raises(CorruptDataError, match=f"^{missing}: record file not found"):
         load(tfrecord_path)
+
+
+def _iterate_within(dataset, seconds: float = 60):
+    """Iterates `dataset` in a thread: what it raised, or a failure if it has not ended in
+    `seconds` (the hang this guards against spins in TensorFlow, out of reach)."""
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append(sum(1 for _ in dataset))
+        except Exception as error:  # noqa: BLE001 - handed to the test
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"iteration still running after {seconds} s"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("shards, batch_size", [(1, None), (3, None), (3, 8), (1, 8)])
+def test_file_removed_after_load_raises_naming_it(tmp_path, shards, batch_size):
+    """`load` checked the files, but each iterator opens them again: one gone by then is an
+    error naming it, not an endless retry (tf.data's `ignore_errors`, which ends a file's
+    stream at a corrupt record, retries a file it cannot open forever)."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header = save(dataset(50), tfrecord_path, num_shards=shards)
+    loaded = load(tfrecord_path, batch_size=batch_size)
+    assert _iterate_within(loaded) == (50 if batch_size is None else 7)  # a first epoch
+    missing = tmp_path / header["shards"][-1]["file"]
+    missing.unlink()
+    error = _iterate_within(loaded)
+    assert isinstance(error, tf.errors.NotFoundError), error
+    assert str(missing) in error.message
 
 
 def test_missing_header(saved):
