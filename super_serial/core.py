@@ -735,9 +735,7 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(pieces) == 1:
             return pieces[0]
         return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
-    lengths = np.ones(values.size, np.uint8)  # 9 or 10 bytes: byte by byte
-    for k in range(1, most):
-        lengths += values >= (1 << (7 * k))
+    lengths = _varint_lengths(values, most)  # 9 or 10 bytes: byte by byte
     groups = np.empty((values.size, most), np.uint8)  # 7 bits a byte, low bits first
     present = np.empty((values.size, most), bool)
     for k in range(most):
@@ -745,6 +743,14 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         present[:, k] = lengths > k
     groups[:, :-1] |= present[:, 1:].view(np.uint8) << 7  # "more bytes follow"
     return np.compress(present.ravel(), groups.ravel()), lengths
+
+
+def _varint_lengths(values: np.ndarray, most: int) -> np.ndarray:
+    """Each unsigned value's varint length in bytes (uint8), none longer than `most`."""
+    lengths = np.ones(values.size, np.uint8)
+    for k in range(1, most):
+        lengths += values >= (1 << (7 * k))
+    return lengths
 
 
 # Values `_word_varints` encodes at a time, so that its temporaries stay in the CPU's caches
@@ -760,9 +766,7 @@ def _word_varints(values: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray
     out in the little-endian bytes of one word, then the bytes it leaves unused dropped."""
     word = np.dtype(np.uint32 if most <= 4 else np.uint64)
     x = values.astype(word)
-    lengths = np.ones(x.size, np.uint8)
-    for k in range(1, most):
-        lengths += x >= (1 << (7 * k))
+    lengths = _varint_lengths(x, most)
     out = x & 0x7F
     group = np.empty_like(x)
     for k in range(1, most):  # 7 bits a byte, low bits first
