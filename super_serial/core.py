@@ -573,8 +573,7 @@ class _HeaderParser:
         if not isinstance(raw, dict):
             self.fail(field, f"expected a mapping, found {_short(raw)}")
         file = self.get(raw, "file", f"{field}.file", str)
-        if (not file or "/" in file or "\\" in file or file in (".", "..")
-                or not file.isprintable()):
+        if not _plain_file_name(file):
             self.fail(f"{field}.file", f"expected a plain file name, found {_short(file)}")
         count = self.get(raw, "num_records", f"{field}.num_records", int)
         size = self.get(raw, "num_bytes", f"{field}.num_bytes", int)
@@ -614,6 +613,38 @@ class _HeaderParser:
         shard = _Shard(tfrecord_base or "", None, None)
         return _Header(tuple(features), {f.name: f.name for f in features}, None, (shard,),
                        None, 256, "sequential", 0)
+
+
+def _plain_file_name(name: str) -> bool:
+    """Whether a header may name this record file: a printable name in the header's folder,
+    with no path in it (nor a backslash, a separator on Windows)."""
+    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..") \
+        and name.isprintable()
+
+
+def _check_reads_back(header: _Header, tfrecord_path: str):
+    """SchemaError unless `load` reads this header, as `save` would write it, back to the same
+    schema: what the header format cannot hold (a dim past 2**31 - 1, a rank past 32, a
+    component larger than a record can hold) is refused before anything is written."""
+    key = (header.features, repr(header.structure), header.block_records)
+    if key in _READ_BACK:
+        return
+    source = f"{tfrecord_path}: nothing was written: the header"
+    try:
+        back = _HeaderParser(source).parse(
+            yaml.load(_header_text(header), Loader=_YAML_LOADER), _basename(tfrecord_path))
+    except HeaderError as e:
+        raise SchemaError(f"{e} (load could not read it back)") from None
+    if back.features != header.features or back.structure != header.structure:
+        changed = [f.name for f, r in zip(header.features, back.features) if f != r]
+        what = f"feature {changed[0]!r}" if changed else "the element structure"
+        raise SchemaError(f"{source} would not read back {what} as saved")
+    if len(_READ_BACK) >= 256:
+        _READ_BACK.clear()
+    _READ_BACK.add(key)
+
+
+_READ_BACK: set = set()  # what _check_reads_back passed: its keys
 
 
 def _fixed_bytes(feature: _Feature) -> int:
@@ -1166,8 +1197,17 @@ def save(
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
+    if not _plain_file_name(_basename(tfrecord_path)):
+        raise ValueError(f"{tfrecord_path!r}: the records need a plain, printable file name "
+                         "(no backslash, nothing non-printable), which the header lists and "
+                         "load reads back")
     block_records, batch_records = _block_and_batch_records(features, num_shards or 1,
                                                             cardinality)
+    layout = "sequential" if shard_size else "round_robin"
+    _check_reads_back(_Header(tuple(features), skeleton, 0, (_Shard(_basename(tfrecord_path),
+                                                                     0, 0),),
+                              compression, block_records, layout, FORMAT_VERSION),
+                      tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
     folder = _dirname(tfrecord_path)
     if folder and not tf.io.gfile.isdir(folder):
@@ -2015,9 +2055,24 @@ def _header_text(header: _Header) -> str:
 _STAND_IN = "super_serial_features"
 
 
+class _HeaderDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, except that strings holding a line break other than "\n" (NEL,
+    LS, PS) are double-quoted, where they are escaped: in other styles PyYAML writes them as
+    they are, and the loader folds them into a space (a dict key "a\x85b" read back as "a b")."""
+
+
+def _represent_str(dumper, text: str):
+    if any(c in text for c in "\x85\u2028\u2029"):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+    return yaml.SafeDumper.represent_str(dumper, text)
+
+
+_HeaderDumper.add_representer(str, _represent_str)
+
+
 def _yaml(mapping: dict) -> str:
-    return yaml.safe_dump(mapping, sort_keys=True, default_flow_style=None, allow_unicode=True,
-                          width=100)
+    return yaml.dump(mapping, Dumper=_HeaderDumper, sort_keys=True, default_flow_style=None,
+                     allow_unicode=True, width=100)
 
 
 @functools.lru_cache(maxsize=16)

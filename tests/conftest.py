@@ -10,6 +10,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
+
+from super_serial import core
 
 
 def assert_same_elements(expected: tf.data.Dataset, actual: tf.data.Dataset):
@@ -62,3 +65,12 @@ def copy_pair(folder, paths) -> tuple[str, str]:
 def paths(tmp_path):
     """(tfrecord_path, header_path) in a fresh folder."""
     return str(tmp_path / "data.tfrecord"), str(tmp_path / "data.header.yaml")
+
+
+@pytest.fixture(params=["CSafeLoader", "SafeLoader"])
+def yaml_loader(request, monkeypatch):
+    """Headers are read with libyaml's loader when PyYAML has it, else PyYAML's own: both must
+    read (and refuse) the same documents."""
+    loader = getattr(yaml, request.param)
+    monkeypatch.setattr(core, "_YAML_LOADER", loader)
+    return loader

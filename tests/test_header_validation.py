@@ -16,7 +16,6 @@ from super_serial import (
     CorruptDataError,
     HeaderError,
     SuperSerialError,
-    core,
     load,
     read_header,
 )
@@ -95,15 +94,6 @@ UNSAFE = [
     "!!python/module:os",
     "!!python/object:argparse.Namespace {{a: 1}}",
 ]
-
-
-@pytest.fixture(params=["CSafeLoader", "SafeLoader"])
-def yaml_loader(request, monkeypatch):
-    """Headers are read with libyaml's loader when PyYAML has it, else PyYAML's own: both must
-    refuse the same documents."""
-    loader = getattr(yaml, request.param)
-    monkeypatch.setattr(core, "_YAML_LOADER", loader)
-    return loader
 
 
 @pytest.mark.parametrize("tag", UNSAFE)

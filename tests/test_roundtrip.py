@@ -17,7 +17,7 @@ import yaml
 from conftest import assert_bit_identical, assert_same_elements
 
 import super_serial
-from super_serial import SchemaError, SuperSerialError
+from super_serial import SchemaError, SuperSerialError, core
 
 # --------------------------------------------------------------------------------------------
 # Values: for every dtype a pool of awkward values, kept as raw bits where bits matter.
@@ -937,6 +937,59 @@ def test_colliding_shape_key(tmp_path, paths):
     unknown = generated([np.zeros(2, np.float32)], tf.TensorSpec([None], tf.float32))
     dataset = tf.data.Dataset.zip({"x": unknown, "x#shape": tf.data.Dataset.range(1)})
     with pytest.raises(SchemaError, match="feature 'x#shape'"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def _zero_rows(shape, dtype) -> tf.data.Dataset:
+    """Two elements of `shape` with every None dim 0: no values, whatever the other dims."""
+    return generated([np.zeros([d or 0 for d in shape], dtype)] * 2,
+                     tf.TensorSpec(shape, dtype))
+
+
+@pytest.mark.parametrize("dataset, problem", [
+    (lambda: tf.data.Dataset.from_tensor_slices(np.zeros([2, 0, 2**31], np.int8)),
+     r"features\.tensor\.shape.*has a dim larger than a record can hold"),
+    (lambda: _zero_rows([None, 2**28], np.float64),
+     r"features\.tensor\.shape.*larger than a record can hold"),
+    (lambda: tf.data.Dataset.from_tensor_slices({"deep": np.zeros([2] + [1] * 33, np.float32)}),
+     r"features\.deep\.shape.*rank 33 is more than 32"),
+], ids=["dim past 2**31-1", "a row past 2 GiB", "rank 33"])
+def test_what_the_header_cannot_hold_is_refused_before_writing(dataset, problem, tmp_path,
+                                                              paths):
+    """save refuses, naming the feature, what load would refuse in the header it wrote."""
+    with pytest.raises(SchemaError, match="nothing was written.*" + problem):
+        super_serial.save(dataset(), *paths)
+    _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["a\\b.tfrecord", "a\tb.tfrecord", "a\u200bb.tfrecord",
+                                  "a\x85b.tfrecord"])
+def test_file_names_load_cannot_read_back_are_refused(name, tmp_path):
+    with pytest.raises(ValueError, match="plain, printable file name"):
+        super_serial.save(tf.data.Dataset.range(3), str(tmp_path / name))
+    _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("key", ["a\x85b", "a\u2028b", "a\u2029b", "line\nbreak", "größe",
+                                 "\x85", " lead", "x: y", "- item"])
+def test_keys_yaml_treats_specially_round_trip(key, paths, yaml_loader):
+    """Line breaks YAML folds into spaces unless escaped (NEL, LS, PS), and other keys YAML
+    would read as something else, come back as they were."""
+    dataset = tf.data.Dataset.from_tensor_slices({key: [1, 2], "other": [3.0, 4.0]})
+    super_serial.save(dataset, *paths)
+    text = Path(paths[1]).read_text(encoding="utf-8")
+    assert key in yaml.load(text, Loader=yaml_loader)["features"]
+    assert_same_elements(dataset, super_serial.load(*paths))
+
+
+def test_a_header_that_would_read_back_otherwise_is_refused(tmp_path, paths, monkeypatch):
+    """The check behind the two tests above: with PyYAML's plain dumper, which folds NEL into
+    a space, the key would come back changed, so save refuses it."""
+    monkeypatch.setattr(core, "_HeaderDumper", yaml.SafeDumper)
+    key = "folded\x85"
+    dataset = tf.data.Dataset.from_tensor_slices({key: [1, 2]})
+    with pytest.raises(SchemaError, match=re.escape(f"would not read back feature {key!r} as")):
         super_serial.save(dataset, *paths)
     _nothing_written(tmp_path)
 
