@@ -283,6 +283,9 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
                         f"feature '{_feature_name(path)}': dict key {key!r} is a "
                         f"{type(key).__name__}; only str keys are supported"
                     )
+                if not key.isascii() and not _utf8(key):
+                    raise SchemaError(f"feature '{_feature_name(path)}': dict key {key!r} "
+                                      "cannot be written as UTF-8 (it holds a lone surrogate)")
             return {k: visit(spec[k], path + (k,)) for k in sorted(spec)}
         if isinstance(spec, tuple) and not hasattr(spec, "_fields"):
             if not spec:
@@ -300,6 +303,14 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
             "TFRecord key; rename dict keys that contain '/' or '#'"
         )
     return features, skeleton
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _feature_from_spec(spec, path) -> _Feature:
@@ -631,10 +642,14 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
         return
     source = f"{tfrecord_path}: nothing was written: the header"
     try:
+        text = _header_text(header)
         back = _HeaderParser(source).parse(
-            yaml.load(_header_text(header), Loader=_YAML_LOADER), _basename(tfrecord_path))
+            yaml.load(text.encode(), Loader=_YAML_LOADER), _basename(tfrecord_path))
     except HeaderError as e:
         raise SchemaError(f"{e} (load could not read it back)") from None
+    except (yaml.YAMLError, ValueError) as e:  # a lone surrogate in a key, say
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise SchemaError(f"{source} could not be written as UTF-8 YAML: {reason}") from None
     if back.features != header.features or back.structure != header.structure:
         changed = [f.name for f, r in zip(header.features, back.features) if f != r]
         what = f"feature {changed[0]!r}" if changed else "the element structure"
@@ -659,6 +674,28 @@ def _is_kind(value, kind) -> bool:
     if kind is int:
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, kind)
+
+
+def _count(value, name: str, *, optional: bool = True) -> int | None:
+    """An argument that counts something, as a Python int: a positive integer (NumPy's too, not
+    a bool), or None where `optional`; ValueError naming the argument otherwise."""
+    if value is None and optional:
+        return None
+    number = None if isinstance(value, (bool, np.bool_)) else getattr(value, "__index__", None)
+    if number is None or number() < 1:
+        either = " or None" if optional else ""
+        raise ValueError(f"{name} must be a positive integer{either}, got {value!r}")
+    return number()
+
+
+def _flag(value, name: str, default: bool | None = None) -> bool:
+    """A yes/no argument as a bool (NumPy's bools too); None means `default` where there is
+    one; ValueError naming the argument otherwise."""
+    if value is None and default is not None:
+        return default
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _kind_name(kind) -> str:
@@ -1181,14 +1218,9 @@ def save(
     compression = _check_compression(compression)
     if num_shards is not None and shard_size is not None:
         raise ValueError("give num_shards or shard_size, not both")
-    if num_shards is not None and (not _is_kind(num_shards, int) or num_shards < 1):
-        raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
-    if shard_size is not None and (not _is_kind(shard_size, int) or shard_size < 1):
-        raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
-    if elements_per_batch is not None and (not _is_kind(elements_per_batch, int)
-                                           or elements_per_batch < 1):
-        raise ValueError(f"elements_per_batch must be a positive integer, got "
-                         f"{elements_per_batch!r}")
+    num_shards = _count(num_shards, "num_shards")
+    shard_size = _count(shard_size, "shard_size (bytes)")
+    elements_per_batch = _count(elements_per_batch, "elements_per_batch")
     features, skeleton = _schema_from_spec(dataset.element_spec)
     cardinality = int(dataset.cardinality())
     if cardinality == tf.data.INFINITE_CARDINALITY:
@@ -2221,7 +2253,8 @@ def load(
       drop_remainder: With `batch_size`, drop a last smaller batch.
       shuffle_files: Read the shard files in a random order (a new one each epoch).
       seed: Seed of that shuffle.
-      deterministic: False lets shards and blocks arrive in whichever order is fastest.
+      deterministic: False lets shards and blocks arrive in whichever order is fastest (None
+        means True, as in tf.data).
 
     Returns:
       A `tf.data.Dataset` with the saved element structure, dtypes and shapes.
@@ -2243,8 +2276,15 @@ def load(
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
-    if batch_size is not None and (not _is_kind(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
+    batch_size = _count(batch_size, "batch_size")
+    original_dtypes = _flag(original_dtypes, "original_dtypes")
+    drop_remainder = _flag(drop_remainder, "drop_remainder")
+    shuffle_files = _flag(shuffle_files, "shuffle_files")
+    deterministic = _flag(deterministic, "deterministic", default=True)  # None: tf.data's
+    if seed is not None and not isinstance(seed, tf.Tensor):  # a tensor: inside tf.function
+        if isinstance(seed, (bool, np.bool_)) or not hasattr(seed, "__index__"):
+            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        seed = seed.__index__()
     header = _read_header(header_path, tfrecord_path)
     paths = _shard_paths(header, tfrecord_path)
     if not header.version:

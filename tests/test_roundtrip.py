@@ -926,6 +926,13 @@ def test_non_str_dict_keys(tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+def test_dict_key_with_a_lone_surrogate(tmp_path, paths):
+    dataset = tf.data.Dataset.from_tensor_slices({"outer": {"\ud800x": [1, 2]}})
+    with pytest.raises(SchemaError, match=re.escape("feature 'outer': dict key '\\ud800x'")):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
 def test_colliding_record_keys(tmp_path, paths):
     dataset = tf.data.Dataset.from_tensor_slices({"a/b": [1, 2], "a": {"b": [3, 4]}})
     with pytest.raises(SchemaError, match="feature 'a/b'"):
@@ -1023,12 +1030,45 @@ def test_compression_spellings(compression, paths):
     assert_same_elements(dataset, super_serial.load(*paths))
 
 
-@pytest.mark.parametrize("elements_per_batch", [0, -1, 2.5, True, "3"])
-def test_invalid_elements_per_batch(elements_per_batch, tmp_path, paths):
-    with pytest.raises(ValueError, match="elements_per_batch must be a positive integer"):
-        super_serial.save(tf.data.Dataset.range(3), *paths,
-                          elements_per_batch=elements_per_batch)
+@pytest.mark.parametrize("option", ["num_shards", "shard_size", "elements_per_batch"])
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, np.bool_(True), "3", np.float64(2)])
+def test_invalid_counts_in_save(option, bad, tmp_path, paths):
+    with pytest.raises(ValueError, match=f"{option}.* must be a positive integer"):
+        super_serial.save(tf.data.Dataset.range(3), *paths, **{option: bad})
     _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("option", ["num_shards", "shard_size", "elements_per_batch"])
+def test_numpy_integers_count_in_save(option, paths):
+    dataset = tf.data.Dataset.range(5)
+    header = super_serial.save(dataset, *paths, **{option: np.int64(2)})
+    # two shards; a file for each record (of more than 2 bytes); or one file
+    assert len(header["shards"]) == {"num_shards": 2, "shard_size": 5}.get(option, 1)
+    assert_same_elements(dataset, super_serial.load(*paths))
+
+
+@pytest.mark.parametrize("option, bad", [
+    ("batch_size", True), ("batch_size", 2.0), ("seed", "a"), ("seed", 1.5), ("seed", True),
+    ("original_dtypes", "no"), ("drop_remainder", 1), ("shuffle_files", "yes"),
+    ("deterministic", "false"), ("original_dtypes", None),
+])
+def test_invalid_options_in_load(option, bad, paths):
+    super_serial.save(tf.data.Dataset.range(3), *paths)
+    with pytest.raises(ValueError, match=f"{option} must be"):
+        super_serial.load(*paths, **{option: bad})
+
+
+def test_numpy_options_and_none_in_load(paths):
+    """NumPy integers and bools are taken as Python's; deterministic=None means tf.data's
+    default, a fixed order."""
+    dataset = tf.data.Dataset.range(40)
+    super_serial.save(dataset, *paths, num_shards=4)
+    assert_same_elements(dataset.batch(3), super_serial.load(
+        *paths, batch_size=np.int64(3), drop_remainder=np.bool_(False), deterministic=None))
+    seeded = [list(super_serial.load(*paths, shuffle_files=True, seed=seed).as_numpy_iterator())
+              for seed in (np.int32(7), 7)]
+    assert seeded[0] == seeded[1]
+    assert sorted(seeded[0]) == list(range(40))
 
 
 def _batching_datasets() -> dict:
