@@ -1241,9 +1241,10 @@ def save(
                               compression, block_records, layout, FORMAT_VERSION),
                       tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
-    folder = _dirname(tfrecord_path)
-    if folder and not tf.io.gfile.isdir(folder):
-        tf.io.gfile.makedirs(folder)
+    _check_paths(tfrecord_path, header_path)
+    for folder in {_dirname(tfrecord_path), _dirname(header_path)}:
+        if folder and not tf.io.gfile.isdir(folder):
+            tf.io.gfile.makedirs(folder)
 
     # Where strings, or unknown shapes from a generator or map, make the spec's size a guess,
     # elements are read in small batches (`_read_records`), merged into batches of about
@@ -1306,6 +1307,35 @@ def _check_compression(compression):
     if isinstance(compression, str) and compression.upper() in COMPRESSIONS[1:]:
         return compression.upper()
     raise ValueError(f"compression must be one of None, 'GZIP', 'ZLIB'; got {compression!r}")
+
+
+def _check_paths(tfrecord_path: str, header_path: str):
+    """ValueError, before save writes anything, where its files would land on a folder or on
+    each other: the header on the records (or on a name of their shards, which a save there
+    removes), which would lose both."""
+    for path in (tfrecord_path, header_path):
+        if _is_local(path) and os.path.isdir(_local(path)):
+            raise ValueError(f"{path!r} is a folder; save needs a file name there")
+    folder, name = _dirname(header_path), _basename(header_path)
+    if _same_place(folder, _dirname(tfrecord_path)) and (
+            name == _basename(tfrecord_path) or _is_shard_name(name, _basename(tfrecord_path))):
+        raise ValueError(f"header_path {header_path!r} is where the records of "
+                         f"{tfrecord_path!r} go; give the header a name of its own")
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _local(path: str) -> str:
+    return path.removeprefix("file://") or "."
+
+
+def _same_place(a: str, b: str) -> bool:
+    """Whether two paths (folders, say) name the same place: resolved where local."""
+    if _is_local(a) and _is_local(b):
+        return os.path.realpath(_local(a)) == os.path.realpath(_local(b))
+    return a == b
 
 
 def _dirname(path: str) -> str:
@@ -1786,6 +1816,7 @@ class _FramedFile:
 
 
 _WRITER_THREADS = 4  # at most, however many shards
+_POLL_SECONDS = 0.2  # how often an idle writer thread looks whether the save was aborted
 _ONE_FILE_THREADS = 2
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 _IOV_MAX = 1024  # POSIX guarantees at least 16; Linux and macOS allow 1024
@@ -1881,6 +1912,16 @@ class _RecordFiles:
         self.counts: list[int] = []
         self.bytes_written = 0
         self.current_bytes = 0
+        self._queues: list = []
+        self._threads: list = []
+        self._aborted = False
+        try:
+            self._start(num_shards, shard_size)
+        except BaseException:  # too many files open, say: what was made goes again
+            self.abort()
+            raise
+
+    def _start(self, num_shards, shard_size):
         for _ in range(1 if shard_size else num_shards):
             self._open()
         # Writer threads (compression, checksums and writes give up the GIL, so shards are
@@ -1894,7 +1935,6 @@ class _RecordFiles:
         self._batches = 0
         self._queues = [queue.Queue(maxsize=depth) for _ in range(threads)]
         self._error: BaseException | None = None
-        self._aborted = False
         self._threads = [threading.Thread(target=self._drain, args=(lane,), daemon=True,
                                           name=f"super_serial-writer-{lane}")
                          for lane in range(len(self._queues))]
@@ -1940,7 +1980,14 @@ class _RecordFiles:
 
     def _drain(self, lane: int):
         while True:
-            work = self._queues[lane].get()
+            # Polled, not waited for: a KeyboardInterrupt in the main thread's put can lose the
+            # wake-up of a waiting get, and abort then stops the threads without their queues
+            try:
+                work = self._queues[lane].get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                if self._aborted:
+                    return
+                continue
             if work is None:
                 return
             if self._error is None and not self._aborted:
@@ -1958,9 +2005,10 @@ class _RecordFiles:
             raise self._error
 
     def _stop_threads(self):
-        for q in self._queues:
-            q.put(None)
-        for thread in self._threads:
+        if not self._aborted:
+            for q in self._queues:
+                q.put(None)
+        for thread in self._threads:  # aborted: each stops within _POLL_SECONDS of its write
             thread.join()
         self._threads = []
 
@@ -2036,7 +2084,9 @@ def _move_into_place(moves: list, token: str):
     aside, placed = [], []
     try:
         for temp, destination in moves:
-            if tf.io.gfile.exists(destination):
+            # Files only: save refuses a local folder there, and TensorFlow's ram:// calls any
+            # prefix of its files a folder ("data.tfrecord" beside its shards)
+            if tf.io.gfile.exists(destination) and not tf.io.gfile.isdir(destination):
                 backup = _temp_name(destination, token, ".old")
                 tf.io.gfile.rename(destination, backup, overwrite=True)
                 aside.append((backup, destination))
@@ -2063,8 +2113,14 @@ def _remove_quietly(path: str):
 
 
 def _temp_name(path: str, token: str, index: int | str = "") -> str:
-    """A hidden temporary name beside `path`: `.<name>.<token>.tmp<index>`."""
-    return _join(_dirname(path), f".{_basename(path)}.{token}.tmp{index}")
+    """A hidden temporary name beside `path`: `.<name>.<token>.tmp<index>`, with the name cut
+    short where the whole would pass 255 bytes, most filesystems' limit on a name."""
+    tail = f".{token}.tmp{index}"
+    name = _basename(path).encode()[:_MAX_NAME_BYTES - 1 - len(tail)]
+    return _join(_dirname(path), f".{name.decode(errors='ignore')}{tail}")
+
+
+_MAX_NAME_BYTES = 255
 
 
 def _write_header(path: str, header: _Header):
@@ -2141,6 +2197,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
+    if isinstance(part_paths, (str, bytes, os.PathLike)):
+        raise ValueError(f"part_paths must list the parts' paths; got one path, "
+                         f"{_fspath(part_paths)!r}")
     parts = [_fspath(p) for p in part_paths]
     if not parts:
         raise ValueError("merge() needs at least one part")
@@ -2153,7 +2212,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     folder = _dirname(tfrecord_path)
     headers = []
     for part in parts:
-        if _dirname(part) != folder:
+        if not _same_place(_dirname(part), folder):
             raise SchemaError(f"{part}: parts must sit in the folder of {tfrecord_path}")
         header = _read_header(default_header_path(part), part)
         if not header.version:
@@ -2166,6 +2225,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
             if getattr(header, what) != getattr(first, what):
                 raise SchemaError(f"{part}: its {what} differ from those of {parts[0]}")
         headers.append(header)
+    _check_part_files(parts, headers, tfrecord_path, header_path)
     shards = tuple(s for h in headers for s in h.shards)
     merged = dataclasses.replace(headers[0], shards=shards, layout="sequential",
                                  num_records=sum(h.num_records for h in headers))
@@ -2176,6 +2236,27 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     finally:
         _remove_quietly(temp)
     return merged.to_yaml()
+
+
+def _check_part_files(parts: list, headers: list, tfrecord_path: str, header_path: str):
+    """Errors where the merged header would list a record file twice (a part merged already,
+    listed with its own parts), land on a part's records, or list records named as a save to
+    `tfrecord_path` names its own, which a later save there would replace or remove."""
+    folder, base = _dirname(tfrecord_path), _basename(tfrecord_path)
+    owner: dict = {}
+    for part, header in zip(parts, headers):
+        for shard in header.shards:
+            if shard.file in owner:
+                raise SchemaError(f"{part}: its record file {shard.file!r} is also "
+                                  f"{owner[shard.file]}'s; list each part once")
+            owner[shard.file] = part
+            if _same_place(_join(folder, shard.file), header_path):
+                raise ValueError(f"{part}: header_path {header_path!r} is one of its record "
+                                 "files; give the merged header a name of its own")
+            if shard.file == base or _is_shard_name(shard.file, base):
+                raise SchemaError(f"{part}: its record file {shard.file!r} is named as a save "
+                                  f"to {tfrecord_path} names its own, which a save there "
+                                  "would replace; merge under another name")
 
 
 class _Progress:

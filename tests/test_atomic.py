@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -391,3 +392,78 @@ def test_ram_filesystem_top_level():
     save(dataset, tfrecord_path)
     assert_same_elements(dataset, load(tfrecord_path))
 
+
+
+# ---- paths that would land on each other or on a folder ----------------------------------
+
+
+@pytest.mark.parametrize("header_name", ["data.tfrecord", "data.tfrecord-00001-of-00003",
+                                         "./data.tfrecord"])
+def test_header_on_the_records_is_refused(tmp_path, header_name, monkeypatch):
+    """The header would overwrite the records (or a shard a smaller save then removes)."""
+    monkeypatch.chdir(tmp_path)
+    tfrecord_path, dataset, before = three_shards(tmp_path)
+    with pytest.raises(ValueError, match="is where the records of .* go"):
+        save(dataset, "data.tfrecord", header_name)
+    assert snapshot(tmp_path) == before
+    assert_same_elements(dataset, load(tfrecord_path))
+
+
+@pytest.mark.parametrize("which", ["records", "header"])
+def test_a_folder_in_the_way_is_refused_and_kept(tmp_path, which):
+    tfrecord_path, header_path = str(tmp_path / "data.tfrecord"), str(tmp_path / "h.yaml")
+    folder = Path(tfrecord_path if which == "records" else header_path)
+    folder.mkdir()
+    (folder / "precious.txt").write_text("user data")
+    with pytest.raises(ValueError, match="is a folder"):
+        save(wide(3), tfrecord_path, header_path)
+    assert sorted(os.listdir(tmp_path)) == [folder.name]
+    assert (folder / "precious.txt").read_text() == "user data"
+
+
+def test_header_folder_is_made(tmp_path):
+    tfrecord_path, header_path = str(tmp_path / "data.tfrecord"), str(tmp_path / "a/b/h.yaml")
+    save(wide(3), tfrecord_path, header_path)
+    assert_same_elements(wide(3), load(tfrecord_path, header_path))
+
+
+def test_longest_file_names_save(tmp_path):
+    """Temporary names, longer than the final ones, are cut short to fit the 255-byte limit."""
+    tfrecord_path = str(tmp_path / ("é" * 120))  # 240 bytes; its header's name 252
+    save(wide(3), tfrecord_path, num_shards=1)
+    assert_same_elements(wide(3), load(tfrecord_path))
+    assert temporaries(tmp_path) == []
+
+
+def test_failing_to_open_a_shard_removes_those_opened(tmp_path, monkeypatch):
+    """Too many files open, say, on the fourth of six: the three made go again."""
+    tfrecord_path, dataset, before = three_shards(tmp_path)
+    opened = []
+    real = core._record_writer
+
+    def record_writer(path, compression):
+        if len(opened) == 3:
+            raise OSError(24, "Too many open files (simulated)", path)
+        opened.append(path)
+        return real(path, compression)
+
+    monkeypatch.setattr(core, "_record_writer", record_writer)
+    with pytest.raises(OSError, match="Too many open files"):
+        save(dataset, tfrecord_path, num_shards=6)
+    assert len(opened) == 3
+    assert snapshot(tmp_path) == before
+
+
+def test_abort_stops_writer_threads_that_missed_a_wake_up(tmp_path):
+    """A KeyboardInterrupt in the main thread's put can lose the wake-up of a writer thread
+    waiting for work; abort must still stop it rather than wait forever."""
+    files = core._RecordFiles(str(tmp_path / "data.tfrecord"), 2, None, None, 8)
+    for q in files._queues:
+        q.not_empty.notify = lambda n=1: None  # every wake-up lost from here on
+        q.put(None)  # as an interrupted commit may leave it
+    done = threading.Event()
+    threading.Thread(target=lambda: (files.abort(), done.set()), daemon=True).start()
+    assert done.wait(10), "abort waited for writer threads that were never woken"
+    assert all(not t.is_alive() for t in threading.enumerate()
+               if t.name.startswith("super_serial-writer"))
+    assert temporaries(tmp_path) == []

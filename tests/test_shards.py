@@ -6,6 +6,7 @@ import os
 import re
 import threading
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -449,3 +450,46 @@ def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
     with pytest.raises(ValueError, match=re.escape(parts[1])):
         merge([parts[0], parts[1], parts[1]], str(tmp_path / "data.tfrecord"))
     assert not (tmp_path / "data.tfrecord.header.yaml").exists()
+
+
+def test_merge_refuses_what_would_lose_or_list_twice_a_parts_records(tmp_path):
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    merged = str(tmp_path / "data.tfrecord")
+    with pytest.raises(ValueError, match="got one path"):
+        merge(parts[0], merged)  # a string, not a list of them
+    with pytest.raises(ValueError, match="header_path .* is one of its record files"):
+        merge(parts, merged, header_path=parts[0])  # would overwrite part 0's records
+    merge(parts, merged)
+    with pytest.raises(SchemaError, match=r"record file 'data.tfrecord-part0' is also"):
+        merge([merged, parts[0]], str(tmp_path / "again"))  # part 0 listed twice
+    assert not (tmp_path / "again.header.yaml").exists()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()
+            if p.name in before} == before
+
+
+def test_merge_refuses_parts_named_as_the_merged_paths_own_shards(tmp_path):
+    """A later save to `train` would replace or remove `train-0000i-of-00002` as its own."""
+    parts = [str(tmp_path / f"train-{i:05d}-of-00002") for i in range(2)]
+    for i, part in enumerate(parts):
+        save(flat_dict().shard(2, i), part)
+    with pytest.raises(SchemaError, match="named as a save to .*train names its own"):
+        merge(parts, str(tmp_path / "train"))
+    assert not (tmp_path / "train.header.yaml").exists()
+
+
+def test_merge_takes_parts_given_with_a_dot_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    merge([f"./{Path(p).name}" for p in parts], "data.tfrecord")
+    assert_same_multiset(flat_dict(), load("data.tfrecord"))
+
+
+def test_ram_filesystem_one_file_over_shards(ram_folder):
+    """TensorFlow's ram:// calls `data.tfrecord` a folder while its shards exist; saving one
+    file there replaces them."""
+    tfrecord_path = f"{ram_folder}/data.tfrecord"
+    save(flat_dict(), tfrecord_path, num_shards=3)
+    save(features_label(), tfrecord_path)
+    assert folder_contents(tfrecord_path) == ["data.tfrecord", "data.tfrecord.header.yaml"]
+    assert_same_elements(features_label(), load(tfrecord_path))
