@@ -2327,7 +2327,9 @@ def load(
       tfrecord_path: The path given to `save` (shards are found from the header).
       header_path: The header; default `<tfrecord_path>.header.yaml`.
       original_dtypes: Restore the saved dtypes (default). False gives the TFRecord lists'
-        dtypes: int64, float32, and string (raw-encoded features come back as their bytes).
+        dtypes: int64, float32, and string (raw-encoded features come back as their bytes,
+        one string an element, without the shapes or row lengths of those whose shape is
+        unknown or ragged).
       batch_size: Give batches of this many elements instead of single elements (faster than
         `.batch()` afterwards; components of unknown shape are batched as ragged tensors, as
         `Dataset.ragged_batch` does).
