@@ -296,6 +296,52 @@ def test_ragged_row_lengths_that_do_not_add_up(paths, name):
     assert_check_fails(tfrecord_path, header_path, "r", problem)
 
 
+RANGE_CASES = {
+    # dtype saved, its spec's shape, a stored value that does not fit, what the message says
+    "int16": (tf.int16, [2], 40000, "int16 (-32768 to 32767), found 40000"),
+    "uint32": (tf.uint32, [2], -1, "uint32 (0 to 4294967295), found -1"),
+    "bool": (tf.bool, [2], 2, "bool (0 to 1), found 2"),
+    "int32 [None]": (tf.int32, [None], 2**31, "int32 (-2147483648 to 2147483647), found "
+                                              "2147483648"),
+    "uint16 ragged": (tf.uint16, None, 70000, "uint16 (0 to 65535), found 70000"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANGE_CASES))
+def test_verify_finds_int64_values_that_do_not_fit_the_dtype(paths, name):
+    """A header that says int16 over records whose Int64List holds 40000 (an edited header,
+    or another file's): verify names the file, the feature and the value. load does not check
+    (it would cost its loads of such lists 5-15%) and wraps the value as tf.cast does."""
+    tfrecord_path, header_path = paths
+    dtype, shape, bad, problem = RANGE_CASES[name]
+    values = np.zeros([NUM, 2], dtype.as_numpy_dtype)
+    if shape is None:
+        source = tf.data.Dataset.from_tensor_slices({"v": tf.RaggedTensor.from_tensor(values)})
+    else:
+        source = tf.data.Dataset.from_generator(lambda: ({"v": v} for v in values),
+                                                output_signature={"v": tf.TensorSpec(shape, dtype)})
+    save(source, tfrecord_path, header_path)
+    first = load(tfrecord_path, header_path).take(2).as_numpy_iterator()
+    assert [e["v"].tolist() for e in first] == [[0, 0]] * 2
+    edit_examples(tfrecord_path, header_path, {1050: {"v": [0, bad]}})
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value) == f"{tfrecord_path}: feature 'v': a value does not fit {problem}"
+    loaded = list(load(tfrecord_path, header_path).skip(1050).take(1).as_numpy_iterator())
+    assert loaded[0]["v"].tolist() == tf.cast([0, bad], dtype).numpy().tolist()
+
+
+def test_int64_values_are_not_range_checked_as_raw_lists(paths):
+    """With original_dtypes=False nothing is narrowed, so nothing is checked."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"v": np.zeros([3, 2], np.int16)}), tfrecord_path,
+         header_path)
+    edit_examples(tfrecord_path, header_path, {1: {"v": [0, 40000]}})
+    raw = [e["v"].tolist() for e in load(tfrecord_path, header_path,
+                                         original_dtypes=False).as_numpy_iterator()]
+    assert raw == [[0, 0], [0, 40000], [0, 0]]
+
+
 def test_of_several_failing_checks_the_first_feature_is_named(paths):
     """Records failing the checks of two features: the message is always the one of the
     feature that comes first (in the order of the structure)."""
