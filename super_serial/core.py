@@ -253,9 +253,10 @@ def shard_file_names(base: str, num_shards: int) -> list[str]:
     return [f"{base}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
 
 
-def _is_shard_name(name: str, base: str) -> bool:
-    """Whether `name` is `base-NNNNN-of-NNNNN`, as `shard_file_names` makes them."""
-    return re.fullmatch(re.escape(base) + r"-\d{5}-of-\d{5}", name) is not None
+def _is_save_name(name: str, base: str) -> bool:
+    """Whether `name` is one a save to `base` writes records to: `base` itself, or
+    `base-NNNNN-of-NNNNN` as `shard_file_names` makes them."""
+    return re.fullmatch(re.escape(base) + r"(-\d{5}-of-\d{5})?", name) is not None
 
 
 def _fspath(path) -> str:
@@ -1317,8 +1318,8 @@ def _check_paths(tfrecord_path: str, header_path: str):
         if _is_local(path) and os.path.isdir(_local(path)):
             raise ValueError(f"{path!r} is a folder; save needs a file name there")
     folder, name = _dirname(header_path), _basename(header_path)
-    if _same_place(folder, _dirname(tfrecord_path)) and (
-            name == _basename(tfrecord_path) or _is_shard_name(name, _basename(tfrecord_path))):
+    if _same_place(folder, _dirname(tfrecord_path)) and _is_save_name(
+            name, _basename(tfrecord_path)):
         raise ValueError(f"header_path {header_path!r} is where the records of "
                          f"{tfrecord_path!r} go; give the header a name of its own")
 
@@ -1765,9 +1766,8 @@ class _FramedFile:
         # Local files get os.pwritev, straight from the records without a joined copy, each
         # batch at its offset (so that two threads can write one file); other filesystems
         # (and systems without pwritev) GFile, in order.
-        local = "://" not in path or path.startswith("file://")
-        self.fd = os.open(path.removeprefix("file://"), _NEW_FILE_FLAGS, 0o666) if (
-            local and hasattr(os, "pwritev")) else None
+        self.fd = os.open(_local(path), _NEW_FILE_FLAGS, 0o666) if (
+            _is_local(path) and hasattr(os, "pwritev")) else None
         self.file = tf.io.gfile.GFile(path, "wb") if self.fd is None else None
         if self.file is not None:
             self.file.write(b"")  # creates the file now, as TFRecordWriter does
@@ -2060,7 +2060,7 @@ class _RecordFiles:
         # Only files named as this save names them: a merged header also lists its parts'
         # files, and those belong to the parts.
         return {s.file for s in old.shards if old.version
-                and (s.file == self.base or _is_shard_name(s.file, self.base))}
+                and _is_save_name(s.file, self.base)}
 
     def abort(self):
         self._aborted = True
@@ -2253,7 +2253,7 @@ def _check_part_files(parts: list, headers: list, tfrecord_path: str, header_pat
             if _same_place(_join(folder, shard.file), header_path):
                 raise ValueError(f"{part}: header_path {header_path!r} is one of its record "
                                  "files; give the merged header a name of its own")
-            if shard.file == base or _is_shard_name(shard.file, base):
+            if _is_save_name(shard.file, base):
                 raise SchemaError(f"{part}: its record file {shard.file!r} is named as a save "
                                   f"to {tfrecord_path} names its own, which a save there "
                                   "would replace; merge under another name")
