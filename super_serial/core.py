@@ -677,16 +677,23 @@ def _is_kind(value, kind) -> bool:
     return isinstance(value, kind)
 
 
+def _integer(value) -> int | None:
+    """An integer argument (NumPy's too, not a bool) as a Python int; None for anything else."""
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        return None
+    return value.__index__()
+
+
 def _count(value, name: str, *, optional: bool = True) -> int | None:
-    """An argument that counts something, as a Python int: a positive integer (NumPy's too, not
-    a bool), or None where `optional`; ValueError naming the argument otherwise."""
+    """An argument that counts something, as a Python int: a positive integer, or None where
+    `optional`; ValueError naming the argument otherwise."""
     if value is None and optional:
         return None
-    number = None if isinstance(value, (bool, np.bool_)) else getattr(value, "__index__", None)
-    if number is None or number() < 1:
+    number = _integer(value)
+    if number is None or number < 1:
         either = " or None" if optional else ""
         raise ValueError(f"{name} must be a positive integer{either}, got {value!r}")
-    return number()
+    return number
 
 
 def _flag(value, name: str, default: bool | None = None) -> bool:
@@ -2372,9 +2379,10 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
     shuffle_files = _flag(shuffle_files, "shuffle_files")
     deterministic = _flag(deterministic, "deterministic", default=True)  # None: tf.data's
     if seed is not None and not isinstance(seed, tf.Tensor):  # a tensor: inside tf.function
-        if isinstance(seed, (bool, np.bool_)) or not hasattr(seed, "__index__"):
+        number = _integer(seed)
+        if number is None:
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
-        seed = seed.__index__()
+        seed = number
     header = _read_header(header_path, tfrecord_path)
     paths = _shard_paths(header, tfrecord_path)
     if not header.version:
