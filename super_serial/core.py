@@ -2213,7 +2213,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     for i, part in enumerate(parts):
         if part in parts[:i]:
             raise ValueError(f"{part}: listed twice in part_paths")
-        if part == tfrecord_path or default_header_path(part) == header_path:
+        if _same_place(part, tfrecord_path) or _same_place(default_header_path(part),
+                                                           header_path):
             raise ValueError(f"{part}: the merged dataset needs a name of its own; this would "
                              "replace the part's header")
     folder = _dirname(tfrecord_path)

@@ -468,6 +468,18 @@ def test_merge_refuses_what_would_lose_or_list_twice_a_parts_records(tmp_path):
             if p.name in before} == before
 
 
+def test_merge_refuses_a_header_on_a_parts_header_given_another_way(tmp_path, monkeypatch):
+    """`./part.header.yaml` is part's own header too: writing the merged one there lost it."""
+    monkeypatch.chdir(tmp_path)
+    parts = [Path(p).name for p in save_parts(tmp_path, flat_dict(), [{}, {}])]
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(ValueError, match="would replace the part's header"):
+        merge(parts, "merged", header_path=f"./{parts[0]}.header.yaml")
+    with pytest.raises(ValueError, match="needs a name of its own"):
+        merge(parts, f"./{parts[1]}")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_merge_refuses_parts_named_as_the_merged_paths_own_shards(tmp_path):
     """A later save to `train` would replace or remove `train-0000i-of-00002` as its own."""
     parts = [str(tmp_path / f"train-{i:05d}-of-00002") for i in range(2)]
