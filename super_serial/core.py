@@ -387,7 +387,7 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     if not tf.io.gfile.exists(header_path):
-        raise HeaderError(f"{header_path}: header file not found")
+        raise HeaderError(f"{header_path}: header file not found{_interrupted(header_path)}")
     try:
         with tf.io.gfile.GFile(header_path, "rb") as f:
             text = f.read(16 << 20)
@@ -407,6 +407,21 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
                           "allowed in a header")
     base = _basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
+
+
+def _interrupted(header_path: str) -> str:
+    """Where a save was killed while renaming its files into place, which moves the old header
+    aside first (`_move_into_place`): says so, and where the previous files are."""
+    folder, name = _dirname(header_path), _basename(header_path)
+    try:
+        names = tf.io.gfile.listdir(folder or ".")
+    except tf.errors.OpError:
+        return ""
+    if not any(n.startswith(f".{name}.") and n.endswith(".tmp.old") for n in names):
+        return ""
+    return ("; a save there was interrupted while putting its files in place, and the "
+            "previous files are beside it as hidden '.<name>.<token>.tmp.old' (rename them "
+            "back to recover that dataset)")
 
 
 def _shares_nodes(root) -> bool:
@@ -2085,18 +2100,21 @@ class _RecordFiles:
 def _move_into_place(moves: list, token: str):
     """Renames each (temporary, destination) pair in order, the header last.
 
-    Files already at the destinations are first moved aside; if any rename fails, the new
-    files are removed and the old ones moved back, so a failed save changes nothing.
+    Files already at the destinations are first moved aside, the old header before anything
+    else: a process killed among the renames leaves no header that would pair old records
+    with new ones, so `load` refuses what is there. If any rename fails, the new files are
+    removed and the old ones moved back, so a failed save changes nothing.
     """
     aside, placed = [], []
     try:
-        for temp, destination in moves:
+        for _, destination in moves[-1:] + moves[:-1]:
             # Files only: save refuses a local folder there, and TensorFlow's ram:// calls any
             # prefix of its files a folder ("data.tfrecord" beside its shards)
             if tf.io.gfile.exists(destination) and not tf.io.gfile.isdir(destination):
                 backup = _temp_name(destination, token, ".old")
                 tf.io.gfile.rename(destination, backup, overwrite=True)
                 aside.append((backup, destination))
+        for temp, destination in moves:
             tf.io.gfile.rename(temp, destination, overwrite=True)
             placed.append(destination)
     except BaseException:

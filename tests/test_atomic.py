@@ -307,6 +307,48 @@ def test_renames_put_header_last(paths, monkeypatch):
         assert Path(src).parent == Path(tfrecord_path).parent, "temporaries must sit beside"
 
 
+def test_a_save_killed_between_its_renames_never_pairs_old_records_with_new(tmp_path,
+                                                                           monkeypatch):
+    """Records of the same sizes, so only the header could tell old from new: wherever among
+    the renames a kill lands, the folder it leaves loads the old dataset or the new one, or is
+    refused (no header) with the previous files all still there; never a mix of the two."""
+    live = tmp_path / "live"
+    live.mkdir()
+    tfrecord_path = str(live / "data.tfrecord")
+    old, new = wide(30, offset=1.0), wide(30, offset=2.0)
+    save(old, tfrecord_path, num_shards=3)
+    previous = {p.name: p.read_bytes() for p in live.iterdir()}
+    states = []  # the folder as a kill just before each rename would leave it
+    real_rename = tf.io.gfile.rename
+
+    def rename(src, dst, overwrite=False):
+        states.append({p.name: p.read_bytes() for p in live.iterdir()})
+        return real_rename(src, dst, overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    save(new, tfrecord_path, num_shards=3)
+    monkeypatch.undo()
+    assert len(states) == 8  # 4 files moved aside, 4 put in place
+    states.append({p.name: p.read_bytes() for p in live.iterdir()})  # the save done
+    outcomes = []
+    for i, state in enumerate(states):
+        folder = tmp_path / f"killed-before-rename-{i}"
+        folder.mkdir()
+        for name, data in state.items():
+            (folder / name).write_bytes(data)
+        try:
+            loaded = load(str(folder / "data.tfrecord"))
+        except core.HeaderError as e:
+            assert "a save there was interrupted" in str(e), str(e)
+            assert set(previous.values()) <= set(state.values()), "a previous file is lost"
+            outcomes.append("refused")
+            continue
+        outcome = "old" if i == 0 else "new"
+        assert_same_elements(old if outcome == "old" else new, loaded)
+        outcomes.append(outcome)
+    assert outcomes == ["old"] + ["refused"] * 7 + ["new"]
+
+
 # ---- (d) overwriting ---------------------------------------------------------------------------
 
 
