@@ -1304,6 +1304,14 @@ def save(
         raise
     finally:
         meter.close()
+    empty = sum(not s.num_records for s in header.shards)
+    if empty and written >= len(header.shards) > 1:
+        warnings.warn(
+            f"{tfrecord_path}: {empty} of {len(header.shards)} shard files hold no records, "
+            f"so workers reading their own files may get none: the dataset's size was unknown, "
+            f"so blocks of {block_records} records were dealt. Give the size with "
+            f"ds.apply(tf.data.experimental.assert_cardinality(n)) and save again",
+            UserWarning, stacklevel=2)
     return header.to_yaml()
 
 
@@ -1387,12 +1395,14 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
                              ) -> tuple[int, int]:
     """Records per block (parsed together on load) and elements per batch encoded on save.
 
-    With several shards and a known size, blocks are small enough that every shard gets some.
+    With several shards and a known size, blocks are small enough that every shard gets at
+    least one (given as many records as shards), so that no worker reading its own files is
+    left with none; shards then differ by at most a block.
     """
     size = sum(_element_bytes(f) for f in features)
     block = max(1, min(1024, _TARGET_BLOCK_BYTES // size))
     if num_shards > 1 and cardinality > 0:
-        block = max(1, min(block, -(-cardinality // num_shards)))
+        block = max(1, min(block, cardinality // num_shards))
     if _sparse_batches(features):  # their indices: an int64 per dim and value, and the batch's
         size += sum(8 * (len(f.shape) + 1) * _element_values(f)
                     for f in features if f.dense_unknown)

@@ -6,6 +6,7 @@ import os
 import re
 import threading
 import uuid
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -216,6 +217,35 @@ def test_shards_are_written_by_writer_threads(paths, small_blocks, monkeypatch, 
             shard = int(re.search(r"\.tmp(\d+)", path).group(1))
             assert name == f"super_serial-writer-{shard % threads}", (path, name)
     assert_same_elements(dataset, load(paths[0]))
+
+
+@pytest.mark.parametrize("num_elements, num_shards", [
+    (300, 64), (100, 64), (2000, 64), (10, 4), (7, 3), (64, 64), (130, 64)])
+def test_every_shard_gets_records_when_the_size_is_known(paths, num_elements, num_shards):
+    """Each worker of a FILE-sharded load reads its own files: none may be left empty, and
+    none should hold more than a block beyond another."""
+    header = save(tf.data.Dataset.range(num_elements), paths[0], num_shards=num_shards)
+    counts = [s["num_records"] for s in header["shards"]]
+    assert len(counts) == num_shards and sum(counts) == num_elements
+    assert min(counts) > 0, counts
+    assert max(counts) - min(counts) <= header["block_records"], counts
+    assert [int(i) for i in load(paths[0])] == list(range(num_elements))
+
+
+def test_empty_shards_of_a_dataset_of_unknown_size_are_warned_of(paths):
+    """Blocks of the usual size, up to 1,024 records, where the size is unknown: 300 records
+    fill one block, and 3 of 4 shards stay empty. The warning names the way out."""
+    unknown = tf.data.Dataset.range(300).filter(lambda i: True)
+    assert int(unknown.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    with pytest.warns(UserWarning, match=r"3 of 4 shard files hold no records.*"
+                                         r"assert_cardinality\(n\)"):
+        save(unknown, paths[0], num_shards=4)
+    sized = unknown.apply(tf.data.experimental.assert_cardinality(300))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        header = save(sized, paths[0], num_shards=4)
+    assert min(s["num_records"] for s in header["shards"]) > 0
+    assert [int(i) for i in load(paths[0])] == list(range(300))
 
 
 @pytest.mark.parametrize("num_elements", [0, 3])
