@@ -1207,7 +1207,8 @@ def save(
       header_path: Where the header goes; default `<tfrecord_path>.header.yaml`.
       num_shards: Split the records over this many files (blocks of records dealt round-robin,
         so that `load` restores the order while reading all files in parallel).
-      shard_size: Instead of `num_shards`, start a new file once one holds this many bytes.
+      shard_size: Instead of `num_shards`, start a new file once one holds this many bytes of
+        records, counted before compression (compressed files come out smaller).
       compression: None, "GZIP" or "ZLIB". The header records it; `load` needs no argument.
       progress: Show a progress line on stderr.
       elements_per_batch: Encode exactly this many elements at a time. By default batches
@@ -2223,6 +2224,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     Raises:
       SchemaError: A part cannot be combined with the first; the message names it.
       HeaderError: A part's header is missing or invalid.
+      ValueError: The merged dataset or its header would land on a part's files, or a part
+        is listed twice.
 
     Example:
       >>> # machine i of n: save(ds.shard(n, i), f"gs://bucket/data-part{i}")
@@ -2382,9 +2385,10 @@ def load(
       HeaderError: The header is missing or invalid.
       CorruptDataError: A record file is missing or its size differs from the header's.
 
-    Iterating raises `tf.errors.InvalidArgumentError` with a message starting "super_serial:"
-    when a file holds fewer or more records than its header says, or is corrupt or truncated
-    (TFRecord checksums are checked), and TensorFlow's parse error, naming the file, the record
+    Iterating raises `tf.errors.InvalidArgumentError` whose message holds "super_serial:
+    <file>: ..." (after TensorFlow's own prefix) when a file holds fewer or more records than
+    its header says, or is corrupt or truncated (TFRecord checksums are checked), and
+    TensorFlow's parse error, naming the file, the record
     and the feature, when records do not match the header. `verify` turns both into
     `CorruptDataError`.
 
