@@ -2544,7 +2544,9 @@ class _Pipeline:
         dataset = _map(blocks, decoder.decode_block, captured, reading.deterministic,
                        unbatch=not decoder.whole_blocks)
         if decoder.whole_blocks:
-            dataset = dataset.rebatch(reading.batch_size, drop_remainder=reading.drop_remainder)
+            # Not `rebatch`: tf.distribute's data-sharding rewrite turns it into the legacy
+            # rebatch, which leaves one replica's batches the size of the blocks.
+            dataset = dataset.unbatch().batch(reading.batch_size, reading.drop_remainder)
         else:
             if decoder.element_map:
                 dataset = _map_inline(dataset, *decoder.finishing(dataset.element_spec))

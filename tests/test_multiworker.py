@@ -153,3 +153,20 @@ def test_file_auto_shard_needs_as_many_files_as_workers(paths):
     sharded = input_ops.auto_shard_dataset(dataset, 3, 0)
     with pytest.raises(tf.errors.InvalidArgumentError, match="FILE based sharding"):
         list(sharded)
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True])
+@pytest.mark.parametrize("saved", [{}, {"num_shards": 3}])
+def test_batch_size_holds_under_a_one_replica_strategy(tmp_path, saved, drop_remainder):
+    """tf.distribute's data-sharding rewrite turns a `rebatch` into the legacy one, which kept
+    one replica's batches as large as the blocks parsed (50 here): the batch sizes asked for
+    must come out, as they do from `load(...).batch(8)`."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(tiny_dataset(50), tfrecord_path, **saved)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    expected = [8] * 6 + ([] if drop_remainder else [2])
+    for dataset in (load(tfrecord_path).batch(8, drop_remainder),
+                    load(tfrecord_path, batch_size=8, drop_remainder=drop_remainder)):
+        batches = list(strategy.experimental_distribute_dataset(dataset))
+        assert [int(b["id"].shape[0]) for b in batches] == expected
+        assert [int(i) for b in batches for i in b["id"]] == list(range(sum(expected)))
