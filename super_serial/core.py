@@ -2557,9 +2557,10 @@ class _Pipeline:
         # The size is known (len() works), and tf.data cannot fuse a map above with a batch
         # or a map after load().
         size = tf.reduce_sum(counts)
-        if reading.batch_size is not None:
-            size = (size if reading.drop_remainder else size + reading.batch_size - 1
-                    ) // reading.batch_size
+        if reading.batch_size is not None:  # (size + batch_size - 1) could overflow
+            partial = 0 if reading.drop_remainder else tf.cast(
+                size % reading.batch_size > 0, tf.int64)
+            size = size // reading.batch_size + partial
         return dataset.apply(tf.data.experimental.assert_cardinality(size))
 
     def blocks(self, paths, counts, seed) -> tf.data.Dataset:

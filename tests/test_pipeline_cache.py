@@ -224,6 +224,15 @@ def test_loads_know_their_size(schema, batch_size, drop_remainder, num_shards, t
         assert int(loaded.cardinality()) == len(list(loaded)) == expected
 
 
+@pytest.mark.parametrize("batch_size", [2**62, 2**63 - 1])
+def test_huge_batch_sizes_give_one_batch(batch_size, paths):
+    """The batch count is rounded up without `size + batch_size - 1`, which overflowed."""
+    super_serial.save(tf.data.Dataset.range(50), *paths)
+    loaded = super_serial.load(*paths, batch_size=batch_size)
+    assert int(loaded.cardinality()) == 1
+    assert [b.numpy().tolist() for b in loaded] == [list(range(50))]
+
+
 def test_blocks_with_ragged_parts_are_unbatched_without_a_map(paths):
     """Dataset.unbatch maps each block again to re-encode its ragged parts, with a tf.data
     function that grappler optimizes for every iterator: blocks come encoded instead."""
