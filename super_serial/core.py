@@ -2813,15 +2813,16 @@ class _Decoder:
         self.original = original_dtypes
         self.reshaped = [f.dense_unknown and not self._as_bytes(f)
                          for f in self.features]
-        # Batches are used whole (components of unknown shape as ragged batches, as
-        # Dataset.ragged_batch gives them) unless an unknown dim other than the first needs a
-        # reshape for each element.
-        self.whole_blocks = batched and not any(
-            r and None in f.shape[1:] for f, r in zip(self.features, self.reshaped))
-        # tf.data's unbatch crashes on zero-size components (TF 2.21), so those are left out of
-        # the blocks and made again for each element.
+        # tf.data's unbatch crashes on zero-size components (TF 2.21, a segfault), so those
+        # are left out of the blocks and made again for each element.
         self.empty = [f.kind == "fixed" and 0 in f.shape and not f.ragged and not
-                      self.whole_blocks and not self._as_bytes(f) for f in self.features]
+                      self._as_bytes(f) for f in self.features]
+        # With `batch_size`, blocks are unbatched and batched again whole (components of
+        # unknown shape as ragged batches, as Dataset.ragged_batch gives them) unless an
+        # unknown dim other than the first needs a reshape for each element, or a zero-size
+        # component needs making.
+        self.whole_blocks = batched and not any(self.empty) and not any(
+            r and None in f.shape[1:] for f, r in zip(self.features, self.reshaped))
         self.element_map = not self.whole_blocks and (any(self.reshaped) or any(self.empty))
         self.batched = batched
         self.specs = {}
