@@ -2994,6 +2994,14 @@ class _Decoder:
         for k in range(f.ragged_rank - 1):
             checks.add(tf.equal(sums[k], levels[k + 1].row_lengths()), f,
                        f"row lengths of level {k + 1} do not match level {k}")
+        for k in range(f.ragged_rank):  # a known dim's rows must all be that long
+            uniform = f.shape[k + 1]
+            if uniform is not None:
+                other = levels[k].with_flat_values(
+                    tf.cast(tf.not_equal(levels[k].flat_values, uniform), tf.int64))
+                checks.add(tf.equal(_row_sums(other), 0), f,
+                           f"the header gives dim {k + 1} as {uniform}, but rows of other "
+                           "lengths are stored", found=_row_sums(other))
         nrows = tf.cast(levels[0].row_lengths(), splits_dtype)
         if f.shape[0] is not None:
             checks.add(tf.equal(nrows, f.shape[0]), f,

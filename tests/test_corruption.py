@@ -296,6 +296,24 @@ def test_ragged_row_lengths_that_do_not_add_up(paths, name):
     assert_check_fails(tfrecord_path, header_path, "r", problem)
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_ragged_rows_that_do_not_have_the_headers_known_length(paths, dim):
+    """Rows of lengths 1 and 3, then 2 and 2, under a header edited from [None, None] to
+    [None, dim]: with 2, the totals fit and the values came back in other rows; with 3,
+    TensorFlow's own assertion named neither the file nor the feature."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant(
+        [[[0], [1, 2, 3]], [[4, 5], [6, 7]]], tf.int32)}), tfrecord_path, header_path)
+    with open(header_path) as f:
+        text = f.read()
+    assert "shape: [null, null]" in text
+    with open(header_path, "w") as f:
+        f.write(text.replace("shape: [null, null]", f"shape: [null, {dim}]"))
+    assert_check_fails(tfrecord_path, header_path, "r",
+                       f"the header gives dim 1 as {dim}, but rows of other lengths are stored, "
+                       "found 2")
+
+
 RANGE_CASES = {
     # dtype saved, its spec's shape, a stored value that does not fit, what the message says
     "int16": (tf.int16, [2], 40000, "int16 (-32768 to 32767), found 40000"),
