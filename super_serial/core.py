@@ -488,7 +488,9 @@ class _HeaderParser:
         num_records = self.get(raw, "num_records", "num_records", int)
         if num_records < 0:
             self.fail("num_records", f"must be >= 0, found {num_records}")
-        compression = raw.get("compression")
+        if "compression" not in raw:
+            self.fail("compression", f"missing; expected one of {list(COMPRESSIONS)}")
+        compression = raw["compression"]
         if compression not in COMPRESSIONS:
             self.fail("compression", f"expected one of {list(COMPRESSIONS)}, found "
                                      f"{_short(compression)}")
@@ -514,6 +516,11 @@ class _HeaderParser:
         if total != num_records:
             self.fail("shards", f"record counts add up to {total}, but num_records is "
                                 f"{num_records}")
+        dealt = _dealt_counts(num_records, block, len(shards))
+        if layout == "round_robin" and [s.num_records for s in shards] != dealt:
+            self.fail("shards", f"record counts {_short([s.num_records for s in shards])} are "
+                                f"not those of blocks of {block} records dealt to "
+                                f"{len(shards)} files in turn, {_short(dealt)}")
         return _Header(tuple(features), structure, num_records, shards, compression, block,
                        layout, version)
 
@@ -640,6 +647,14 @@ class _HeaderParser:
         shard = _Shard(tfrecord_base or "", None, None)
         return _Header(tuple(features), {f.name: f.name for f in features}, None, (shard,),
                        None, 256, "sequential", 0)
+
+
+def _dealt_counts(num_records: int, block: int, num_shards: int) -> list[int]:
+    """Each file's records where blocks of `block` records go to the files in turn."""
+    full, rest = divmod(num_records, block)
+    counts = [(full // num_shards + (i < full % num_shards)) * block for i in range(num_shards)]
+    counts[full % num_shards] += rest
+    return counts
 
 
 def _plain_file_name(name: str) -> bool:

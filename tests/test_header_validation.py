@@ -18,6 +18,7 @@ from super_serial import (
     SuperSerialError,
     load,
     read_header,
+    save,
 )
 
 N = 4
@@ -235,6 +236,7 @@ FIELD_EDITS = {
     "num_records_beyond_int64": (set_counts(HUGE, HUGE), r"num_records|shards"),
     "compression_unknown": (setter("compression", value="LZ4"), "compression"),
     "compression_lowercase": (setter("compression", value="gzip"), "compression"),
+    "compression_missing": (setter("compression", delete=True), "compression"),
     "block_records_zero": (setter("block_records", value=0), "block_records"),
     "block_records_negative": (setter("block_records", value=-3), "block_records"),
     "block_records_huge": (setter("block_records", value=2**40), "block_records"),
@@ -296,6 +298,23 @@ def test_every_accepted_encoding_can_be_decoded(saved, dtype, encoding):
 
 
 # ---- headers of the original module ------------------------------------------------------------
+
+@pytest.mark.parametrize("edit, match", [
+    (setter("block_records", value=1), r"record counts \[4, 2, 2\] are not those of blocks of "
+                                       r"1 records dealt to 3 files in turn, \[3, 3, 2\]"),
+    (lambda h: h["shards"].reverse(), r"record counts \[2, 2, 4\] are not those"),
+])
+def test_round_robin_counts_must_be_those_the_blocks_give(paths, edit, match):
+    """Blocks of block_records go to the files in turn, so the counts follow from num_records:
+    an edit of block_records or of the files' order read the elements in another order."""
+    tfrecord_path, header_path = paths
+    header = save(tf.data.Dataset.range(8), tfrecord_path, header_path, num_shards=3)
+    assert header["block_records"] == 2 and header["layout"] == "round_robin"
+    assert [s["num_records"] for s in header["shards"]] == [4, 2, 2]
+    edit(header)
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path, "field 'shards': " + match)
+
 
 LEGACY_EDITS = {
     "dtype_unknown_enum": ({"x": {"shape": [2], "dtype": 12345}}, r"x\.dtype"),
