@@ -2878,11 +2878,12 @@ class _Decoder:
         names = tf.strings.join([path, ":", tf.strings.as_string(tf.range(start, end))])
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
         checks = _Checks(path)
-        decoders = [None if empty else self._decode_feature(f, parsed, checks)
-                    for f, empty in zip(self.features, self.empty)]
+        # Zero-size components are checked too (their records hold nothing), but made again
+        # for each element instead (`finishing`)
+        decoders = [self._decode_feature(f, parsed, checks) for f in self.features]
         with tf.control_dependencies(checks.assertion()):
-            leaves = [tf.zeros([rows], tf.bool) if decode is None else decode()
-                      for decode in decoders]
+            leaves = [tf.zeros([rows], tf.bool) if empty else decode()
+                      for decode, empty in zip(decoders, self.empty)]
         return tuple(leaves) if self.element_map else self.pack(leaves)
 
     def finishing(self, element_spec):

@@ -45,9 +45,9 @@ def flip(path, position: int):
     Path(path).write_bytes(bytes(data))
 
 
-def iterate(tfrecord_path, header_path=None) -> int:
+def iterate(tfrecord_path, header_path=None, **options) -> int:
     count = 0
-    for _ in load(tfrecord_path, header_path):
+    for _ in load(tfrecord_path, header_path, **options):
         count += 1
     return count
 
@@ -312,6 +312,24 @@ def test_ragged_rows_that_do_not_have_the_headers_known_length(paths, dim):
     assert_check_fails(tfrecord_path, header_path, "r",
                        f"the header gives dim 1 as {dim}, but rows of other lengths are stored, "
                        "found 2")
+
+
+def test_a_zero_size_component_over_records_that_hold_values(paths):
+    """A float64 scalar under a header edited to shape [0]: zero-size components are made for
+    each element, not decoded, but their records are still checked."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"z": np.arange(4) / 3, "y": np.arange(4)}),
+         tfrecord_path, header_path)
+    with open(header_path) as f:
+        header = yaml.safe_load(f)
+    assert header["features"]["z"]["shape"] == []
+    header["features"]["z"]["shape"] = [0]
+    with open(header_path, "w") as f:
+        yaml.safe_dump(header, f)
+    problem = "expected 0 bytes of float64 per record, found 8"
+    assert_check_fails(tfrecord_path, header_path, "z", problem)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=problem):
+        iterate(tfrecord_path, header_path, batch_size=2)
 
 
 RANGE_CASES = {
