@@ -1524,7 +1524,8 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     extent. Ragged components of ragged rank 0 batch as ragged by themselves.
     """
     specs = tf.nest.flatten(dataset.element_spec)
-    if _sparse_batches(features) and not small_reads:
+    rows_apart = _ragged_may_come_as_rows(dataset)
+    if _sparse_batches(features) and not small_reads and not rows_apart:
         if len(specs) == 1:  # the dataset's only component
             batched, unpack = _sparse_batch(dataset, batch_records, specs[0]), lambda b: [b]
         else:
@@ -1533,8 +1534,8 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
                 tuple(tf.nest.flatten(windows.element_spec)), tuple(specs), tuple(features),
                 batch_records)
             batched, unpack = _flat_map(windows, function, structure), list
-    elif any(f.dense_unknown for f in features):
-        function, structure = _flattening(tuple(specs), tuple(features))
+    elif rows_apart or any(f.dense_unknown for f in features):
+        function, structure = _flattening(tuple(specs), tuple(features), rows_apart)
         mapped = _map_inline(dataset, function, structure)
         # A parallel batch, which map_and_batch_fusion leaves apart from the map before it
         batched = mapped.batch(batch_records, num_parallel_calls=tf.data.AUTOTUNE,
@@ -1667,18 +1668,58 @@ def _sparse_batches(features) -> bool:
         for f in varshape)
 
 
+# Datasets that hand on their input's elements as they are, and those that make them anew
+# (which hold a ragged component as one variant), for `_ragged_may_come_as_rows`
+_PASSING_ON = frozenset({
+    "_PrefetchDataset", "CacheDataset", "_TakeDataset", "_SkipDataset", "_ShuffleDataset",
+    "_RepeatDataset", "_FilterDataset", "_ShardDataset", "_OptionsDataset",
+    "_AssertCardinalityDataset", "_ConcatenateDataset", "_ZipDataset"})
+_MAKING_ANEW = frozenset({"_TensorSliceDataset", "_TensorDataset", "_MapDataset",
+                          "_ParallelMapDataset"})
+
+
+def _ragged_may_come_as_rows(dataset) -> bool:
+    """Whether a ragged component may come as a variant for each of its rows, as a batch
+    leaves it (`batch`, `ragged_batch`, `load(batch_size=...)`), instead of as one variant:
+    `batch` cannot stack those of batches of other sizes (a last, shorter one). Yes unless
+    every path upstream reaches a dataset that makes its elements anew, through ones that
+    pass them on."""
+    if not any(isinstance(s, tf.RaggedTensorSpec)
+               for s in tf.nest.flatten(dataset.element_spec)):
+        return False
+    todo = [dataset]
+    try:
+        while todo:
+            dataset = todo.pop()
+            name = type(dataset).__name__
+            if name not in _MAKING_ANEW:
+                if name not in _PASSING_ON:
+                    return True
+                todo.extend(dataset._inputs())
+    except Exception:  # noqa: BLE001 - tf.data internals changed: assume the worst
+        return True
+    return False
+
+
 @functools.lru_cache(maxsize=16)
-def _flattening(specs: tuple, features: tuple):
+def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
     """The traced function (and the structure it gives) that `_batches_for_encoding` maps
     over the elements' flat tensors. A dense component of unknown shape becomes a ragged row:
     the tensor itself if only its first dim is unknown, else its values flattened, with its
-    shape beside them unless the number of values tells it (`_sized_dim`)."""
+    shape beside them unless the number of values tells it (`_sized_dim`). With `rows_apart`
+    (`_ragged_may_come_as_rows`), ragged components are made one variant each."""
     structure = []  # filled as the function is traced, once
 
     def flatten(*tensors):
         out = []
         for f, s, x in zip(features, specs, tensors):
-            if not f.dense_unknown:
+            if rows_apart and isinstance(s, tf.RaggedTensorSpec):
+                splits, values = tf.raw_ops.RaggedTensorFromVariant(
+                    encoded_ragged=x, input_ragged_rank=-1, output_ragged_rank=s.ragged_rank,
+                    Tvalues=s.dtype, Tsplits=s.row_splits_dtype)
+                out.append(_ragged_variant(values, splits))
+                structure.append(s)
+            elif not f.dense_unknown:
                 out.append(x)
                 structure.append(s)
             elif _sized_dim(f) == 0:

@@ -1329,3 +1329,41 @@ def test_ragged_rank_0_with_an_unknown_first_dim_and_a_zero_dim(paths):
     assert_same_elements(dataset, super_serial.load(*paths))
     assert_same_elements(dataset.batch(2), super_serial.load(*paths, batch_size=2))
     assert [e["r"].shape[0] for e in super_serial.load(*paths)] == [2, 0, 3]
+
+
+def _batched_ragged(kind: str, tmp_path) -> tf.data.Dataset:
+    rows = tf.ragged.constant([[1], [2, 3], [4], [], [5, 6, 7]], tf.int32)
+    if kind == "batch":  # a last batch of 1
+        return tf.data.Dataset.from_tensor_slices(rows).batch(2)
+    if kind == "ragged_batch":
+        return tf.data.Dataset.range(10).map(lambda i: tf.range(i)).ragged_batch(4)
+    if kind == "dict, batch, prefetch, with a label":
+        return tf.data.Dataset.from_tensor_slices(
+            {"r": rows, "y": tf.range(5)}).batch(3).prefetch(1)
+    if kind == "group_by_window":
+        return tf.data.Dataset.from_tensor_slices(rows).group_by_window(
+            lambda r: tf.cast(tf.size(r) % 2, tf.int64), lambda k, w: w.ragged_batch(2), 2)
+    if kind == "load(batch_size=2)":
+        path = str(tmp_path / "source.tfrecord")
+        super_serial.save(tf.data.Dataset.from_tensor_slices({"r": rows}), path)
+        return super_serial.load(path, batch_size=2)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["batch", "ragged_batch", "dict, batch, prefetch, with a label",
+                                  "group_by_window", "load(batch_size=2)"])
+def test_batches_of_ragged_rows_of_other_sizes_save(kind, paths, tmp_path):
+    """A batch holds a ragged component as a variant for each row, which save's own batch
+    could not stack for batches of other sizes (the last, shorter one)."""
+    dataset = _batched_ragged(kind, tmp_path)
+    assert core._ragged_may_come_as_rows(dataset)
+    assert_same_elements(dataset, roundtrip(dataset, paths))
+
+
+def test_ragged_components_made_anew_are_batched_without_a_function():
+    rows = tf.ragged.constant([[1], [2, 3]], tf.int32)
+    made = tf.data.Dataset.from_tensor_slices({"r": rows, "y": tf.range(2)})
+    for dataset in (made, made.map(lambda d: d).cache().shuffle(2).repeat(2).prefetch(1),
+                    tf.data.Dataset.zip((made, made.map(lambda d: d["r"])))):
+        assert not core._ragged_may_come_as_rows(dataset)
+    assert not core._ragged_may_come_as_rows(tf.data.Dataset.range(3).batch(2))  # no ragged
