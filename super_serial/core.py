@@ -1510,11 +1510,11 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     """Batches of the dataset as lists of components (one per feature) ready to encode, or
     with `small_reads` the small batches `_Merger` merges.
 
-    Dense components of unknown shape whose number of values gives their shape (one unknown
-    dim, `_sized_dim`) are batched as sparse tensors by `sparse_batch`, over windows of the
+    Dense lists (`[None]`) are batched as sparse tensors by `sparse_batch`, over windows of the
     dataset, or over the dataset itself when it has no other component (windows cost as much
-    again): no function runs for each element. Not in small reads, which come from pipelines
-    that call one for each element anyway (`_read_records`), where a sparse tensor's indices
+    again): no function runs for each element. Not from pipelines that call one for each
+    element anyway (read in small reads, `_read_records`, unless `elements_per_batch` is
+    given), where a sparse tensor's indices
     (an int64 for each dim and value) would be most of the memory: saving 1.5 GiB of audio
     clips took a peak RSS growth of 389 MB so in reads of 32, 224 MB as ragged tensors and
     1.2 times as fast. Otherwise they are batched as ragged tensors,
@@ -1525,7 +1525,8 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     """
     specs = tf.nest.flatten(dataset.element_spec)
     rows_apart = _ragged_may_come_as_rows(dataset)
-    if _sparse_batches(features) and not small_reads and not rows_apart:
+    if (_sparse_batches(features) and not small_reads and not rows_apart
+            and not _costly_elements(dataset)):  # elements_per_batch: sized like small reads
         if len(specs) == 1:  # the dataset's only component
             batched, unpack = _sparse_batch(dataset, batch_records, specs[0]), lambda b: [b]
         else:
@@ -1658,14 +1659,14 @@ def _sparse_batch(dataset, batch_records: int, spec) -> tf.data.Dataset:
 
 def _sparse_batches(features) -> bool:
     """Whether save batches the dense components of unknown shape with `sparse_batch`: when
-    there are some, the number of values gives the shape of each (`_sized_dim`), and their
-    known dims hold few values (`[None, 64]` loses: its indices, an int64 per dim and value,
-    cost more than the per-element map they save; 140 against 54 ms for 1,500 elements of
-    about 64 rows). No function runs for each element then."""
+    all of them are lists (`[None]`). No function runs for each element then. Not for more
+    dims: TensorFlow's op keeps a row's dims in 16 bits and refuses a row of (k + 1) * 65,536
+    rows of k values or more (TF 2.21; a stereo clip of 4.5 s), and the indices, an int64 per
+    dim and value, cost more than the per-element map they save where rows are wide (140
+    against 54 ms for 1,500 elements of about 64 rows of 64). Saves of 20,000 `[None, 2]` of
+    1-3 rows took 66 against 40 ms so, and `tf.data.Dataset.save` 103 ms."""
     varshape = [f for f in features if f.dense_unknown]
-    return bool(varshape) and all(
-        _sized_dim(f) is not None and f.known_values <= 16
-        for f in varshape)
+    return bool(varshape) and all(len(f.shape) == 1 for f in varshape)
 
 
 # Datasets that hand on their input's elements as they are, and those that make them anew

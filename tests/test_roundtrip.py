@@ -840,6 +840,8 @@ def test_save_prefetches_batches_only_when_there_are_several(elements, prefetche
     ("only [None]", ["sparse_batch"]),  # the only component: sparse_batch, no windows
     ("[None, None]", ["inline"]),  # needs each shape: an inline map
     ("[None] uncached", ["inline"]),  # read a few at a time: as ragged, not sparse, tensors
+    ("[None] uncached, elements_per_batch", ["inline"]),  # the same, read as many as given
+    ("[None, 2]", ["inline"]),  # sparse_batch keeps a row's dims in 16 bits: not for 2 dims
 ])
 def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
         dense_unknown, expected, paths, monkeypatch):
@@ -853,14 +855,16 @@ def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
     columns = {"r": tf.ragged.constant([[1, 2], [], [3], [4, 5, 6]]), "x": np.arange(4.0)}
     dataset = tf.data.Dataset.from_tensor_slices(columns)
     assert dataset.element_spec["r"].ragged_rank == 0
-    if dense_unknown in ("[None]", "[None] uncached"):
+    if (dense_unknown or "").startswith("[None]"):
         dataset = dataset.map(lambda e: {**e, "d": tf.range(tf.cast(e["x"], tf.int32))})
+    elif dense_unknown == "[None, 2]":
+        dataset = dataset.map(lambda e: {**e, "d": tf.zeros([tf.cast(e["x"], tf.int32), 2])})
     elif dense_unknown == "[None, None]":
         dataset = dataset.map(lambda e: {**e, "d": tf.zeros(tf.cast([e["x"], 2 - e["x"] % 2],
                                                                     tf.int32))})
     elif dense_unknown == "only [None]":
         dataset = dataset.map(lambda e: {"d": tf.range(tf.cast(e["x"], tf.int32))})
-    if dense_unknown != "[None] uncached":
+    if not (dense_unknown or "").startswith("[None] uncached"):
         dataset = dataset.cache()
     calls = []
     for name in ("ragged_batch", "map", "window"):
@@ -873,10 +877,23 @@ def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
     sparse_batch = super_serial.core._sparse_batch
     monkeypatch.setattr(super_serial.core, "_sparse_batch",
                         lambda *a: calls.append("sparse_batch") or sparse_batch(*a))
-    super_serial.save(dataset, *paths)
+    options = {"elements_per_batch": 2} if "elements_per_batch" in (dense_unknown or "") else {}
+    super_serial.save(dataset, *paths, **options)
     monkeypatch.undo()
     assert calls == expected
     assert_same_features(dataset, super_serial.load(*paths))
+
+
+@pytest.mark.parametrize("shape", [(200_000, 2), (2, 200_000)])
+def test_long_rows_of_two_dims_from_a_cache(shape, paths):
+    """TensorFlow's sparse_batch keeps a row's dims in 16 bits and refused 200,000 rows of 2
+    (a stereo clip of 4.5 s): such elements are batched as ragged rows instead."""
+    clip = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    spec = tf.TensorSpec([None, 2] if shape[1] == 2 else [2, None], tf.float32)
+    dataset = tf.data.Dataset.from_generator(lambda: iter([clip, clip[:3] if shape[1] == 2
+                                                           else clip[:, :3]]),
+                                             output_signature=spec).cache()
+    assert_same_elements(dataset, roundtrip(dataset, paths))
 
 
 # --------------------------------------------------------------------------------------------
