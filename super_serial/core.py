@@ -52,6 +52,9 @@ _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at
 _TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
 _TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
 _MAX_BATCH_RECORDS = 8192
+# The most elements_per_batch may ask for beyond a known size (tf.data's batch reserves
+# room for each element up front: 10**9 of them aborted the process)
+_MAX_ELEMENTS_PER_BATCH = 1 << 20
 _READ_RECORDS = 256  # elements read at a time where strings make their size a guess
 # Elements read at a time where shapes are unknown and each element costs a function call
 # (`_costly_elements`), merged as strings are. Saving 1.5 GiB of float32 clips of 100,000 to
@@ -1234,7 +1237,7 @@ def save(
         values. Give a small number for elements of unknown shape far larger than that which
         are already in memory or cached (long audio clips), whose batches would otherwise
         take that much more memory (`save` warns when a batch passes 64 MiB). The files do
-        not change.
+        not change. At most the dataset's size is used, and at most 1,048,576 elements.
 
     Returns:
       The header that was written, as a dict.
@@ -1265,6 +1268,12 @@ def save(
     if cardinality == tf.data.INFINITE_CARDINALITY:
         raise ValueError("the dataset is infinite (e.g. .repeat() without a count); save a "
                          "finite one, e.g. with .take(n)")
+    if elements_per_batch and cardinality > 0:  # tf.data reserves a batch's slots up front
+        elements_per_batch = min(elements_per_batch, cardinality)
+    if elements_per_batch and elements_per_batch > _MAX_ELEMENTS_PER_BATCH:
+        raise ValueError(f"elements_per_batch={elements_per_batch:,} is more than save reads "
+                         f"at once ({_MAX_ELEMENTS_PER_BATCH:,}) from a dataset of "
+                         f"{'unknown size' if cardinality < 0 else f'{cardinality:,} elements'}")
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)

@@ -1384,3 +1384,18 @@ def test_ragged_components_made_anew_are_batched_without_a_function():
                     tf.data.Dataset.zip((made, made.map(lambda d: d["r"])))):
         assert not core._ragged_may_come_as_rows(dataset)
     assert not core._ragged_may_come_as_rows(tf.data.Dataset.range(3).batch(2))  # no ragged
+
+
+def test_elements_per_batch_beyond_the_size_or_the_limit(paths):
+    """tf.data's batch reserves room for each element of a batch up front: 10**9 of them
+    aborted the process (std::bad_alloc). A known size bounds the number; past the limit,
+    with an unknown size, it is refused before anything is read."""
+    lists = tf.data.Dataset.range(10).map(lambda i: tf.range(i))
+    header = super_serial.save(lists, *paths, elements_per_batch=10**9)
+    assert header["num_records"] == 10
+    assert_same_elements(lists, super_serial.load(*paths))
+    unknown = lists.filter(lambda x: True)
+    with pytest.raises(ValueError, match=r"elements_per_batch=1,000,000,000 is more than save "
+                                         r"reads at once \(1,048,576\) from a dataset of "
+                                         r"unknown size"):
+        super_serial.save(unknown, *paths, elements_per_batch=10**9)
