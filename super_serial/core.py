@@ -488,6 +488,10 @@ class _HeaderParser:
         keys = [k for f in features for k in f.keys]
         if len(set(keys)) != len(keys):
             self.fail("features", "two features write the same TFRecord key")
+        least = sum(_fixed_bytes(f) for f in features)
+        if least > _MAX_RECORD_BYTES:
+            self.fail("features", f"together at least {least:,} bytes a record, more than a "
+                                  "record can hold (2 GiB)")
         num_records = self.get(raw, "num_records", "num_records", int)
         if num_records < 0:
             self.fail("num_records", f"must be >= 0, found {num_records}")
@@ -2050,6 +2054,12 @@ class _RecordFiles:
     def write(self, records: list, first_index: int):
         """Queues a batch of encoded records for the writer threads."""
         self._raise_pending()
+        sizes = _record_sizes(records)
+        if len(sizes) and sizes.max() > _MAX_RECORD_BYTES:
+            index = first_index + int(sizes.argmax())
+            raise SchemaError(f"{self.path}: element {index} makes a record of "
+                              f"{int(sizes.max()):,} bytes, more than a tf.train.Example can "
+                              "hold (2 GiB, protobuf's limit); nothing was saved")
         if self.shard_size:
             self._queues[0].put(records)
         else:
@@ -2063,7 +2073,7 @@ class _RecordFiles:
                 if items:
                     self._queues[lane].put(items)
             self._batches += 1
-        self.bytes_written += int(_record_sizes(records).sum())
+        self.bytes_written += int(sizes.sum())
 
     def _deal(self, records: list, first_index: int) -> list:
         """The records of each shard: block b (of block_records) goes to shard b % shards."""

@@ -1399,3 +1399,27 @@ def test_elements_per_batch_beyond_the_size_or_the_limit(paths):
                                          r"reads at once \(1,048,576\) from a dataset of "
                                          r"unknown size"):
         super_serial.save(unknown, *paths, elements_per_batch=10**9)
+
+
+def test_a_record_past_what_a_reader_can_parse_is_refused(tmp_path, monkeypatch):
+    """Protobuf parses messages up to 2 GiB - 1. Features that together need more, known from
+    the spec, are refused before anything is read; a record that turns out larger (lists of
+    unknown length, varints) when it is written. Here the limit is lowered to 1,000 bytes."""
+    def unread(spec):
+        def generate():
+            raise AssertionError("save read an element of a schema it should refuse")
+            yield
+        return tf.data.Dataset.from_generator(generate, output_signature=spec)
+
+    two = {"a": tf.TensorSpec([300_000_000], tf.float32),
+           "b": tf.TensorSpec([300_000_000], tf.float32)}
+    with pytest.raises(SchemaError, match=r"field 'features': together at least 2,400,000,000 "
+                                          r"bytes a record, more than a record can hold"):
+        super_serial.save(unread(two), str(tmp_path / "two.tfrecord"))
+    _nothing_written(tmp_path)
+    monkeypatch.setattr(core, "_MAX_RECORD_BYTES", 1000)
+    lists = tf.data.Dataset.range(3).map(lambda i: tf.range(tf.cast(i, tf.float32) * 200))
+    with pytest.raises(SchemaError, match=r"data.tfrecord: element 2 makes a record of 1,6\d\d "
+                                          r"bytes, more than a tf.train.Example can hold"):
+        super_serial.save(lists, str(tmp_path / "data.tfrecord"))
+    _nothing_written(tmp_path)
