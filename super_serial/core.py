@@ -1326,7 +1326,7 @@ def save(
         header = files.commit(
             header_path,
             lambda shards: _Header(tuple(features), skeleton, written, shards, compression,
-                                   block_records, files.layout, FORMAT_VERSION),
+                                   files.parsed_block(written), files.layout, FORMAT_VERSION),
         )
     except BaseException:
         files.abort()
@@ -2136,6 +2136,16 @@ class _RecordFiles:
     def _write_to(self, shard: int, records: list):
         self.writers[shard].write(self.writers[shard].prepare(records))
         self.counts[shard] += len(records)
+
+    def parsed_block(self, records: int) -> int:
+        """`block_records` for the header. Round-robin shards keep the blocks they were dealt;
+        elsewhere a block is only what `load` parses at once, so where records came out far
+        larger than the element spec let guess (unknown shapes, strings; 1 MB clips made
+        blocks of 1,024), the block holds about `_TARGET_BLOCK_BYTES` of them instead."""
+        if self.layout == "round_robin" and len(self.writers or self.temp_paths) > 1:
+            return self.block_records
+        fitted = max(1, _TARGET_BLOCK_BYTES * records // max(self.bytes_written, 1))
+        return fitted if 2 * fitted < self.block_records else self.block_records
 
     def commit(self, header_path: str, make_header) -> _Header:
         self._stop_threads()

@@ -535,3 +535,20 @@ def test_ram_filesystem_one_file_over_shards(ram_folder):
     save(features_label(), tfrecord_path)
     assert folder_contents(tfrecord_path) == ["data.tfrecord", "data.tfrecord.header.yaml"]
     assert_same_elements(features_label(), load(tfrecord_path))
+
+
+@pytest.mark.parametrize("options, fitted", [({}, True), ({"shard_size": 1 << 20}, True),
+                                             ({"num_shards": 2}, False)])
+def test_blocks_hold_about_4_mib_of_records_larger_than_the_spec_guessed(paths, options,
+                                                                         fitted):
+    """`load` parses a block at once: 1,024 records of 1 MB clips (the spec guesses 64 values
+    for an unknown dim) made it hold 1 GB. Round-robin shards keep the blocks they were dealt
+    (the header says how)."""
+    clips = tf.data.Dataset.range(24).map(  # [None]: of a length the spec does not know
+        lambda i: tf.fill([100_000 + tf.cast(i, tf.int32) * 0], tf.cast(i, tf.float32)))
+    assert clips.element_spec.shape.as_list() == [None]
+    header = save(clips, paths[0], **options)
+    expected = (4 << 20) * 24 // sum(s["num_bytes"] for s in header["shards"])
+    assert (header["block_records"] in (expected, expected + 1)) is fitted, header
+    assert [float(x[0]) for x in load(paths[0])] == list(range(24))
+    assert verify(paths[0])["num_records"] == 24
