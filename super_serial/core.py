@@ -688,6 +688,10 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
     except (yaml.YAMLError, ValueError) as e:  # a lone surrogate in a key, say
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise SchemaError(f"{source} could not be written as UTF-8 YAML: {reason}") from None
+    except RecursionError:  # PyYAML recurses through nested dicts and tuples
+        deepest = max(header.features, key=lambda f: len(f.path))
+        raise SchemaError(f"{source} cannot hold feature {_short(deepest.name)}: its element "
+                          f"structure nests {len(deepest.path)} levels deep") from None
     if back.features != header.features or back.structure != header.structure:
         changed = [f.name for f, r in zip(header.features, back.features) if f != r]
         what = f"feature {changed[0]!r}" if changed else "the element structure"

@@ -1423,3 +1423,16 @@ def test_a_record_past_what_a_reader_can_parse_is_refused(tmp_path, monkeypatch)
                                           r"bytes, more than a tf.train.Example can hold"):
         super_serial.save(lists, str(tmp_path / "data.tfrecord"))
     _nothing_written(tmp_path)
+
+
+def test_a_structure_nested_too_deeply_for_the_header(tmp_path):
+    """tf.data nests 400 levels; PyYAML's emitter recursed past Python's limit, which surfaced
+    as a bare RecursionError."""
+    x = np.arange(2, dtype=np.float32)
+    for i in range(400):
+        x = {f"l{i}": x} if i % 2 == 0 else (x, np.arange(2))
+    dataset = tf.data.Dataset.from_tensor_slices(x)
+    with pytest.raises(SchemaError, match=r"the header cannot hold feature '0/l398/0/.*\.\.\.: its "
+                                          r"element structure nests 400 levels deep"):
+        super_serial.save(dataset, str(tmp_path / "deep.tfrecord"))
+    _nothing_written(tmp_path)
