@@ -1291,11 +1291,10 @@ def save(
                          "load reads back")
     block_records, batch_records = _block_and_batch_records(features, num_shards or 1,
                                                             cardinality)
-    layout = "sequential" if shard_size else "round_robin"
-    _check_reads_back(_Header(tuple(features), skeleton, 0, (_Shard(_basename(tfrecord_path),
-                                                                     0, 0),),
-                              compression, block_records, layout, FORMAT_VERSION),
-                      tfrecord_path)
+    planned = _Header(tuple(features), skeleton, 0, (_Shard(_basename(tfrecord_path), 0, 0),),
+                      compression, block_records,
+                      "sequential" if shard_size else "round_robin", FORMAT_VERSION)
+    _check_reads_back(planned, tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
     _check_paths(tfrecord_path, header_path)
     for folder in {_dirname(tfrecord_path), _dirname(header_path)}:
@@ -1329,8 +1328,8 @@ def save(
         meter.update(written, files.bytes_written, force=True)
         header = files.commit(
             header_path,
-            lambda shards: _Header(tuple(features), skeleton, written, shards, compression,
-                                   files.parsed_block(written), files.layout, FORMAT_VERSION),
+            lambda shards: dataclasses.replace(planned, num_records=written, shards=shards,
+                                               block_records=files.parsed_block(written)),
         )
     except BaseException:
         files.abort()
@@ -1705,18 +1704,8 @@ def _ragged_may_come_as_rows(dataset) -> bool:
     if not any(isinstance(s, tf.RaggedTensorSpec)
                for s in tf.nest.flatten(dataset.element_spec)):
         return False
-    todo = [dataset]
-    try:
-        while todo:
-            dataset = todo.pop()
-            name = type(dataset).__name__
-            if name not in _MAKING_ANEW:
-                if name not in _PASSING_ON:
-                    return True
-                todo.extend(dataset._inputs())
-    except Exception:  # noqa: BLE001 - tf.data internals changed: assume the worst
-        return True
-    return False
+    return _any_upstream(dataset, lambda d: type(d).__name__ not in _PASSING_ON,
+                         stop=lambda d: type(d).__name__ in _MAKING_ANEW)
 
 
 @functools.lru_cache(maxsize=16)
@@ -2013,7 +2002,6 @@ class _RecordFiles:
         self.compression = compression
         self.shard_size = shard_size
         self.block_records = block_records
-        self.layout = "sequential" if shard_size else "round_robin"
         self.temp_paths: list[str] = []
         self.writers: list = []
         self.counts: list[int] = []
@@ -2146,7 +2134,7 @@ class _RecordFiles:
         elsewhere a block is only what `load` parses at once, so where records came out far
         larger than the element spec let guess (unknown shapes, strings; 1 MB clips made
         blocks of 1,024), the block holds about `_TARGET_BLOCK_BYTES` of them instead."""
-        if self.layout == "round_robin" and len(self.writers or self.temp_paths) > 1:
+        if not self.shard_size and len(self.counts) > 1:  # round robin; a count for each file
             return self.block_records
         fitted = max(1, _TARGET_BLOCK_BYTES * records // max(self.bytes_written, 1))
         return fitted if 2 * fitted < self.block_records else self.block_records
