@@ -1839,8 +1839,6 @@ def _record_writer(path: str, compression: str | None):
 
 
 class _TFRecordFile:
-    positional = False  # writes go in order
-
     def __init__(self, path: str, compression: str | None):
         options = tf.io.TFRecordOptions(compression_type=compression or "")
         self.writer = tf.io.TFRecordWriter(path, options)
@@ -1860,14 +1858,12 @@ class _TFRecordFile:
 class _FramedFile:
     def __init__(self, path: str):
         # Local files get os.pwritev, straight from the records without a joined copy, each
-        # batch at its offset (so that two threads can write one file); other filesystems
-        # (and systems without pwritev) GFile, in order.
+        # batch at its offset; other filesystems (and systems without pwritev) GFile.
         self.fd = os.open(_local(path), _NEW_FILE_FLAGS, 0o666) if (
             _is_local(path) and hasattr(os, "pwritev")) else None
         self.file = tf.io.gfile.GFile(path, "wb") if self.fd is None else None
         if self.file is not None:
             self.file.write(b"")  # creates the file now, as TFRecordWriter does
-        self.positional = self.file is None  # batches may be written in any order
         self.size = 0  # bytes prepared so far: where the next prepared batch goes
 
     def prepare(self, records: list):
@@ -1913,7 +1909,6 @@ class _FramedFile:
 
 _WRITER_THREADS = 4  # at most, however many shards
 _POLL_SECONDS = 0.2  # how often an idle writer thread looks whether the save was aborted
-_ONE_FILE_THREADS = 2
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
 _IOV_MAX = 1024  # POSIX guarantees at least 16; Linux and macOS allow 1024
 # Bytes a write call gathers (once past them, the call is made). Larger calls get slow at times
@@ -2022,13 +2017,10 @@ class _RecordFiles:
         # Writer threads (compression, checksums and writes give up the GIL, so shards are
         # written in parallel) while the main thread encodes; thread i writes the shards
         # i, i + threads, ... Each queue holds at most two batches' worth for its thread.
-        threads, depth = (1 if shard_size else min(num_shards, _WRITER_THREADS)), 2
-        if threads == 1 and not shard_size and getattr(self.writers[0], "positional", False):
-            # One file written at known offsets: its batches alternate between two threads,
-            # whose kernel copies overlap; a batch queued each, as one thread queues two.
-            threads, depth = _ONE_FILE_THREADS, 1
-        self._batches = 0
-        self._queues = [queue.Queue(maxsize=depth) for _ in range(threads)]
+        # Never two threads a file: the kernel locks a file for each write, so a second thread
+        # only spins on that lock (benchmarks/NOTES.md, 2026-12-03).
+        threads = 1 if shard_size else min(num_shards, _WRITER_THREADS)
+        self._queues = [queue.Queue(maxsize=2) for _ in range(threads)]
         self._error: BaseException | None = None
         self._threads = [threading.Thread(target=self._drain, args=(lane,), daemon=True,
                                           name=f"super_serial-writer-{lane}")
@@ -2058,13 +2050,12 @@ class _RecordFiles:
             work: list[list] = [[] for _ in self._queues]
             for shard, part in enumerate(self._deal(records, first_index)):
                 if part:  # one write per file and batch: fewer GIL hand-overs
-                    lane = (shard if len(self.writers) > 1 else self._batches) % len(work)
+                    lane = shard % len(work)
                     work[lane].append((shard, self.writers[shard].prepare(part)))
                     self.counts[shard] += len(part)
             for lane, items in enumerate(work):
                 if items:
                     self._queues[lane].put(items)
-            self._batches += 1
         self.bytes_written += int(sizes.sum())
 
     def _deal(self, records: list, first_index: int) -> list:

@@ -193,7 +193,7 @@ def test_save_writes_the_same_files_either_way(tmp_path, monkeypatch, name, layo
     assert_same_elements(make(n), load(str(framed / "data.tfrecord")))
 
 
-def test_one_file_is_written_by_two_threads_batch_by_batch(tmp_path, monkeypatch):
+def test_one_file_is_written_by_one_thread_batch_by_batch(tmp_path, monkeypatch):
     monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 16 << 10)  # many batches
     monkeypatch.setattr(core, "_TARGET_BATCH_BYTES", 64 << 10)
     writes, real_write = collections.Counter(), core._FramedFile.write
@@ -205,8 +205,8 @@ def test_one_file_is_written_by_two_threads_batch_by_batch(tmp_path, monkeypatch
     monkeypatch.setattr(core._FramedFile, "write", write)
     framed, fallback = tmp_path / "framed.tfrecord", tmp_path / "fallback.tfrecord"
     save(images(700), str(framed))
-    assert sorted(writes) == ["super_serial-writer-0", "super_serial-writer-1"], writes
-    assert min(writes.values()) >= 5, writes
+    assert list(writes) == ["super_serial-writer-0"], writes  # a second one only waits
+    assert writes["super_serial-writer-0"] >= 10, writes
     monkeypatch.setattr(core, "google_crc32c", None)
     save(images(700), str(fallback))
     assert framed.read_bytes() == fallback.read_bytes()
