@@ -347,7 +347,13 @@ def _feature_from_spec(spec, path) -> _Feature:
     if isinstance(spec, tf.RaggedTensorSpec):
         feature = dataclasses.replace(feature, row_splits_dtype=spec.row_splits_dtype.name,
                                       ragged=True)
-        if not shape or (not ragged_rank and None in shape[1:]):
+        if not shape:  # unbatching a 1-D ragged tensor gives these: plain scalars
+            raise SchemaError(
+                f"feature '{name}': a ragged tensor of shape [] (ragged rank {ragged_rank}) is "
+                "not supported; its values are scalars, which a map gives as tf.Tensor, "
+                "e.g. dataset.map(lambda x: x)"
+            )
+        if not ragged_rank and None in shape[1:]:
             raise SchemaError(
                 f"feature '{name}': a ragged tensor of ragged rank 0 and shape {list(shape)} is "
                 "not supported; only its first dim may be unknown"

@@ -920,6 +920,27 @@ def test_unknown_rank(tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+def test_unbatched_ragged_scalars(tmp_path, paths):
+    """Unbatching a 1-D ragged tensor gives scalars under a RaggedTensorSpec of shape []."""
+    dataset = tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[1, 2], [3]])).unbatch()
+    assert dataset.element_spec == tf.RaggedTensorSpec([], tf.int32, ragged_rank=-1)
+    with pytest.raises(SchemaError, match=re.escape(
+            "feature 'tensor': a ragged tensor of shape [] (ragged rank -1) is not supported; "
+            "its values are scalars, which a map gives as tf.Tensor, e.g. dataset.map(")):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+    super_serial.save(dataset.map(lambda x: x), *paths)  # the way out the message names
+    assert [int(x) for x in super_serial.load(*paths)] == [1, 2, 3]
+
+
+def test_ragged_rank_0_with_an_unknown_inner_dim():
+    spec = {"x": tf.RaggedTensorSpec([2, None], tf.int64, ragged_rank=0)}
+    with pytest.raises(SchemaError, match=re.escape(
+            "feature 'x': a ragged tensor of ragged rank 0 and shape [2, None] is not "
+            "supported; only its first dim may be unknown")):
+        core._schema_from_spec(spec)
+
+
 def test_namedtuple(tmp_path, paths):
     Point = collections.namedtuple("Point", "x y")
     dataset = tf.data.Dataset.from_tensor_slices(Point([1, 2], [3.0, 4.0]))
