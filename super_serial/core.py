@@ -421,12 +421,14 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
 def _interrupted(header_path: str) -> str:
     """Where a save was killed while renaming its files into place, which moves the old header
     aside first (`_move_into_place`): says so, and where the previous files are."""
-    folder, name = _dirname(header_path), _basename(header_path)
+    # What `_temp_name` makes of the header's name (cut short if long), for any token
+    probe = _basename(_temp_name(header_path, "0" * _TOKEN_CHARS, ".old"))
+    head, tail = probe[:-_TOKEN_CHARS - len(".tmp.old")], ".tmp.old"
     try:
-        names = tf.io.gfile.listdir(folder or ".")
+        names = tf.io.gfile.listdir(_dirname(header_path) or ".")
     except tf.errors.OpError:
         return ""
-    if not any(n.startswith(f".{name}.") and n.endswith(".tmp.old") for n in names):
+    if not any(len(n) == len(probe) and n.startswith(head) and n.endswith(tail) for n in names):
         return ""
     return ("; a save there was interrupted while putting its files in place, and the "
             "previous files are beside it as hidden '.<name>.<token>.tmp.old' (rename them "
@@ -1999,7 +2001,7 @@ class _RecordFiles:
         self.path = tfrecord_path
         self.folder = _dirname(tfrecord_path)
         self.base = _basename(tfrecord_path)
-        self.token = uuid.uuid4().hex[:12]
+        self.token = uuid.uuid4().hex[:_TOKEN_CHARS]
         self.compression = compression
         self.shard_size = shard_size
         self.block_records = block_records
@@ -2232,6 +2234,7 @@ def _temp_name(path: str, token: str, index: int | str = "") -> str:
 
 
 _MAX_NAME_BYTES = 255
+_TOKEN_CHARS = 12  # of a save's token, in its temporaries' names
 
 
 def _write_header(path: str, header: _Header):
@@ -2343,7 +2346,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     shards = tuple(s for h in headers for s in h.shards)
     merged = dataclasses.replace(headers[0], shards=shards, layout="sequential",
                                  num_records=sum(h.num_records for h in headers))
-    temp = _temp_name(header_path, uuid.uuid4().hex[:12])
+    temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
     try:
         _write_header(temp, merged)
         tf.io.gfile.rename(temp, header_path, overwrite=True)

@@ -295,6 +295,23 @@ def test_shard_rename_error_keeps_previous_shards(tmp_path, monkeypatch):
     assert_same_elements(dataset, load(tfrecord_path))
 
 
+def test_an_interrupted_save_is_named_for_headers_of_long_names(tmp_path):
+    """_temp_name cuts long names short; the hint after a kill among the renames finds the old
+    header moved aside all the same."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = str(tmp_path / ("h" * 240 + ".yaml"))  # its temporaries' names are cut
+    save(wide(3), tfrecord_path, header_path)
+    aside = core._temp_name(header_path, "0123456789ab", ".old")
+    assert len(Path(aside).name) == 255 and ".yaml" not in Path(aside).name  # cut short
+    os.rename(header_path, aside)  # as a save killed after moving the old header aside
+    with pytest.raises(core.HeaderError, match="a save there was interrupted"):
+        load(tfrecord_path, header_path)
+    os.rename(aside, str(tmp_path / ".other.yaml.0123456789ab.tmp.old"))  # another's
+    with pytest.raises(core.HeaderError) as refused:
+        load(tfrecord_path, header_path)
+    assert "a save there was interrupted" not in str(refused.value)
+
+
 def test_renames_put_header_last(paths, monkeypatch):
     tfrecord_path, header_path = paths
     calls = failing_rename(monkeypatch, lambda src, dst: False)
