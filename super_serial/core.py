@@ -390,8 +390,23 @@ def read_header(header_path) -> dict:
     return _read_header(_fspath(header_path)).to_yaml()
 
 
-# libyaml's safe loader when PyYAML has it: the same documents, several times faster.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _yaml_loader():
+    """libyaml's safe loader when PyYAML has it and its libyaml bounds nesting: the same
+    documents, several times faster. libyaml 0.2.5 refuses documents nested past 1,000
+    levels; some builds of PyYAML carry an older one, which recurses until the process
+    crashes (Python 3.9's PyYAML 6.0.3 wheel, at about 30,000 levels). Else PyYAML's own
+    loader, which stops at Python's recursion limit."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None:
+        return yaml.SafeLoader
+    try:
+        yaml.load("[" * 1001 + "]" * 1001, Loader=loader)
+    except yaml.YAMLError:
+        return loader
+    return yaml.SafeLoader
+
+
+_YAML_LOADER = _yaml_loader()
 
 
 def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:

@@ -16,6 +16,7 @@ from super_serial import (
     CorruptDataError,
     HeaderError,
     SuperSerialError,
+    core,
     load,
     read_header,
     save,
@@ -360,6 +361,27 @@ NOT_HEADERS = {
     "legacy_int_key": b"1: {shape: [2], dtype: 1}\n",
     "legacy_not_mapping": b"x: [2, 1]\n",
 }
+
+
+def test_libyaml_is_used_only_where_it_bounds_nesting(monkeypatch):
+    """Some PyYAML builds carry a libyaml that recurses without bound on deep nesting and
+    crashes the process (Python 3.9's wheel): their loader is not used."""
+    if hasattr(yaml, "CSafeLoader"):
+        try:
+            yaml.load("[" * 1001 + "]" * 1001, Loader=yaml.CSafeLoader)
+            bounded = False
+        except yaml.YAMLError:
+            bounded = True
+        assert core._yaml_loader() is (yaml.CSafeLoader if bounded else yaml.SafeLoader)
+
+    class Unbounded(yaml.SafeLoader):
+        def get_single_data(self):  # parses any depth, as an old libyaml does
+            return []
+
+    monkeypatch.setattr(yaml, "CSafeLoader", Unbounded, raising=False)
+    assert core._yaml_loader() is yaml.SafeLoader
+    monkeypatch.delattr(yaml, "CSafeLoader")
+    assert core._yaml_loader() is yaml.SafeLoader
 
 
 @pytest.mark.parametrize("name", sorted(NOT_HEADERS))
