@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-oldest bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,20 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
+# The suite on the oldest Python, TensorFlow, NumPy, PyYAML and google-crc32c that
+# pyproject.toml admits, in .venv-oldest (by hand: CI runs `make test`)
+OLDEST_PYTHON ?= python3.9
+OLDEST := .venv-oldest
+test-oldest:
+	$(OLDEST_PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST)/bin/python -m pip install --quiet 'tensorflow==2.18.0' 'numpy==1.26.4' \
+		'pyyaml==5.4.1' 'google-crc32c==1.5.0' 'pytest>=7' 'hypothesis>=6.80'
+	$(OLDEST)/bin/python -m pip install --quiet --no-deps -e .
+	$(OLDEST)/bin/python -m pytest
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(OLDEST) .pytest_cache .hypothesis *.egg-info
