@@ -2045,11 +2045,11 @@ class _RecordFiles:
         threads = 1 if shard_size else min(num_shards, _WRITER_THREADS)
         self._queues = [queue.Queue(maxsize=2) for _ in range(threads)]
         self._error: BaseException | None = None
-        self._threads = [threading.Thread(target=self._drain, args=(lane,), daemon=True,
-                                          name=f"super_serial-writer-{lane}")
-                         for lane in range(len(self._queues))]
-        for thread in self._threads:
+        for lane in range(len(self._queues)):  # listed once started: abort joins those
+            thread = threading.Thread(target=self._drain, args=(lane,), daemon=True,
+                                      name=f"super_serial-writer-{lane}")
             thread.start()
+            self._threads.append(thread)
 
     def _open(self):
         temp = _temp_name(self.path, self.token, len(self.temp_paths))

@@ -312,6 +312,28 @@ def test_an_interrupted_save_is_named_for_headers_of_long_names(tmp_path):
     assert "a save there was interrupted" not in str(refused.value)
 
 
+@pytest.mark.parametrize("failing", ["super_serial-writer-0", "super_serial-writer-1"])
+def test_a_writer_thread_that_cannot_start_leaves_nothing(tmp_path, monkeypatch, failing):
+    """As when the process may start no more threads: the error is the thread's, and the
+    temporaries are closed and removed."""
+    real_start = threading.Thread.start
+
+    def start(thread):
+        if thread.name == failing:
+            raise RuntimeError("can't start new thread")
+        return real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        save(wide(10), str(tmp_path / "data.tfrecord"), num_shards=2)
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("super_serial-writer")]
+    if Path("/proc/self/fd").is_dir():  # Linux: no descriptor left open on the folder
+        targets = [os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")]
+        assert not [t for t in targets if t.startswith(str(tmp_path))], targets
+
+
 def test_renames_put_header_last(paths, monkeypatch):
     tfrecord_path, header_path = paths
     calls = failing_rename(monkeypatch, lambda src, dst: False)
