@@ -1320,10 +1320,55 @@ def save(
     _check_reads_back(planned, tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
     _check_paths(tfrecord_path, header_path)
-    for folder in {_dirname(tfrecord_path), _dirname(header_path)}:
-        if folder and not tf.io.gfile.isdir(folder):
-            tf.io.gfile.makedirs(folder)
+    made = _make_folders(tfrecord_path, header_path)
+    try:
+        header, written = _save_records(dataset, tfrecord_path, header_path, features, planned,
+                                        batch_records, elements_per_batch, num_shards,
+                                        shard_size, compression, cardinality, progress)
+    except BaseException:
+        _remove_empty_folders(made)
+        raise
+    empty = sum(not s.num_records for s in header.shards)
+    if empty and written >= len(header.shards) > 1:
+        warnings.warn(
+            f"{tfrecord_path}: {empty} of {len(header.shards)} shard files hold no records, "
+            f"so workers reading their own files may get none: the dataset's size was unknown, "
+            f"so blocks of {block_records} records were dealt. Give the size with "
+            f"ds.apply(tf.data.experimental.assert_cardinality(n)) and save again",
+            UserWarning, stacklevel=2)
+    return header.to_yaml()
 
+
+def _make_folders(*paths: str) -> list:
+    """Makes the missing folders of the paths; returns those it made, deepest first."""
+    made = []
+    for folder in {_dirname(path) for path in paths}:
+        missing = []
+        while folder and folder not in missing and not tf.io.gfile.isdir(folder):
+            missing.append(folder)
+            folder = _dirname(folder)
+        if missing:
+            tf.io.gfile.makedirs(missing[0])
+            made += missing
+    return sorted(set(made), key=len, reverse=True)
+
+
+def _remove_empty_folders(folders: list):
+    """After a failed save: the local folders it made, those still empty."""
+    for folder in folders:
+        if _is_local(folder):
+            try:
+                os.rmdir(_local(folder))
+            except OSError:  # not empty: something else is there now
+                pass
+
+
+def _save_records(dataset, tfrecord_path, header_path, features, planned, batch_records,
+                  elements_per_batch, num_shards, shard_size, compression, cardinality,
+                  progress) -> tuple:
+    """Writes the records and commits them with their header: (the header, elements written).
+    On failure, the files as they were before."""
+    block_records = planned.block_records
     # Where strings, or unknown shapes from a generator or map, make the spec's size a guess,
     # elements are read in small batches (`_read_records`), merged into batches of about
     # _TARGET_BATCH_BYTES by the bytes encoded so far (`_Merger`).
@@ -1359,15 +1404,7 @@ def save(
         raise
     finally:
         meter.close()
-    empty = sum(not s.num_records for s in header.shards)
-    if empty and written >= len(header.shards) > 1:
-        warnings.warn(
-            f"{tfrecord_path}: {empty} of {len(header.shards)} shard files hold no records, "
-            f"so workers reading their own files may get none: the dataset's size was unknown, "
-            f"so blocks of {block_records} records were dealt. Give the size with "
-            f"ds.apply(tf.data.experimental.assert_cardinality(n)) and save again",
-            UserWarning, stacklevel=2)
-    return header.to_yaml()
+    return header, written
 
 
 def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
@@ -1384,7 +1421,7 @@ def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
         f"and unknown shapes from a generator or map {_READ_UNKNOWN}), "
         f"and memory grows with batches that size: elements_per_batch={suggested} bounds "
         f"them and writes the same files",
-        UserWarning, stacklevel=3)
+        UserWarning, stacklevel=4)  # the user's call of save
 
 
 def _check_compression(compression):

@@ -143,6 +143,18 @@ def test_failing_dataset_keeps_previous_pair(good_pair, counting_writer):
     assert_previous_pair_intact(good_pair)
 
 
+def test_a_failing_save_removes_the_folders_it_made(tmp_path):
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    tfrecord_path = str(tmp_path / "new" / "deeper" / "data.tfrecord")
+    header_path = str(kept / "elsewhere" / "data.header.yaml")
+    with pytest.raises((tf.errors.OpError, RuntimeError), match="boom at 500"):
+        save(failing_generator(600, fail_at=500), tfrecord_path, header_path, num_shards=2)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]
+    save(wide(3), tfrecord_path, header_path)  # made again, and kept, when the save works
+    assert_same_elements(wide(3), load(tfrecord_path, header_path))
+
+
 def three_shards(folder) -> tuple[str, tf.data.Dataset, dict]:
     """A dataset saved in 3 shards in `folder`: (tfrecord_path, dataset, folder snapshot)."""
     tfrecord_path = str(folder / "data.tfrecord")

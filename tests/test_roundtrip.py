@@ -1172,6 +1172,7 @@ def test_batches_far_larger_than_meant_warn_once(tmp_path, monkeypatch):
     assert len(caught) == 1, [str(w.message) for w in caught]
     message = str(caught[0].message)
     assert message.startswith(f"save {default}: a batch of 256 elements came to 0 MiB"), message
+    assert caught[0].filename == __file__  # it points at the call of save
     suggested = int(re.search(r"elements_per_batch=(\d+) bounds them", message).group(1))
     assert 1 <= suggested <= 10_000 // 900
     with warnings.catch_warnings():
