@@ -437,8 +437,10 @@ def _interrupted(header_path: str) -> str:
     """Where a save was killed while renaming its files into place, which moves the old header
     aside first (`_move_into_place`): says so, and where the previous files are."""
     # What `_temp_name` makes of the header's name (cut short if long), for any token
-    probe = _basename(_temp_name(header_path, "0" * _TOKEN_CHARS, ".old"))
-    head, tail = probe[:-_TOKEN_CHARS - len(".tmp.old")], ".tmp.old"
+    token = "0" * _TOKEN_CHARS
+    probe = _basename(_temp_name(header_path, token, ".old"))
+    head = probe[:probe.rindex(token)]
+    tail = probe[len(head) + len(token):]
     try:
         names = tf.io.gfile.listdir(_dirname(header_path) or ".")
     except tf.errors.OpError:
@@ -533,24 +535,24 @@ class _HeaderParser:
         shards_raw = self.get(raw, "shards", "shards", list)
         if not shards_raw:
             self.fail("shards", "must list at least one file")
-        block_bytes = block * sum(_fixed_bytes(f) for f in features)
-        if block > 1 and block_bytes > _MAX_BLOCK_BYTES:
+        if block > 1 and block * least > _MAX_BLOCK_BYTES:
             self.fail("block_records", f"{block} records of at least "
-                                       f"{block_bytes // block} bytes are more than load parses "
+                                       f"{least} bytes are more than load parses "
                                        f"at once ({_MAX_BLOCK_BYTES >> 20} MiB)")
         shards = tuple(self.parse_shard(s, i) for i, s in enumerate(shards_raw))
         files = [s.file for s in shards]
         if len(set(files)) != len(files):
             self.fail("shards", "a file is listed twice")
-        total = sum(s.num_records for s in shards)
-        if total != num_records:
-            self.fail("shards", f"record counts add up to {total}, but num_records is "
+        counts = [s.num_records for s in shards]
+        if sum(counts) != num_records:
+            self.fail("shards", f"record counts add up to {sum(counts)}, but num_records is "
                                 f"{num_records}")
-        dealt = _dealt_counts(num_records, block, len(shards))
-        if layout == "round_robin" and [s.num_records for s in shards] != dealt:
-            self.fail("shards", f"record counts {_short([s.num_records for s in shards])} are "
-                                f"not those of blocks of {block} records dealt to "
-                                f"{len(shards)} files in turn, {_short(dealt)}")
+        if layout == "round_robin":
+            dealt = _dealt_counts(num_records, block, len(shards))
+            if counts != dealt:
+                self.fail("shards", f"record counts {_short(counts)} are not those of blocks "
+                                    f"of {block} records dealt to {len(shards)} files in turn, "
+                                    f"{_short(dealt)}")
         return _Header(tuple(features), structure, num_records, shards, compression, block,
                        layout, version)
 
