@@ -102,6 +102,22 @@ def test_original_module_files_verify():
     assert summary["num_records"] == 10
 
 
+def test_verify_counts_and_reads_without_autotuning(monkeypatch):
+    """verify's reads, and counting an original-module file's records, are super_serial's own
+    pipelines: tf.data's autotuning is off there, whose thread can hold up deleting the
+    iterator at the end."""
+    passes = []
+    real_iter, real_reduce = tf.data.Dataset.__iter__, tf.data.Dataset.reduce
+    monkeypatch.setattr(tf.data.Dataset, "__iter__", lambda self: (
+        passes.append(("iter", self.options().autotune.enabled)) or real_iter(self)))
+    monkeypatch.setattr(tf.data.Dataset, "reduce", lambda self, *args, **kwargs: (
+        passes.append(("reduce", self.options().autotune.enabled))
+        or real_reduce(self, *args, **kwargs)))
+    summary = super_serial.verify(ORIGINAL / "images.tfrecord", ORIGINAL / "images.header")
+    assert summary["num_records"] == 10
+    assert passes == [("reduce", False), ("iter", False)]
+
+
 # --------------------------------------------------------------------------------------------
 # (b) super_serial's own formats: tests/golden/v<N>, written by tests/golden/make_golden.py
 #     when version N was current. Every version keeps loading; today's save writes the newest.
