@@ -2590,11 +2590,15 @@ def _shard_paths(header: _Header, tfrecord_path: str) -> list[str]:
 
 def _count_records(header: _Header, path: str) -> _Header:
     """The header of an original-module file with its record count, read from the file once
-    (its header has none); a corrupt or truncated file raises CorruptDataError here."""
+    (its header has none); a corrupt or truncated file raises CorruptDataError here.
+
+    Records are counted a block at a time (as many as load parses at once): `reduce` calls
+    its function for each element, 31 us a record here, against 0.5 us in batches."""
     with tf.init_scope():  # eagerly, also while a tf.function is being traced
         try:
-            records = tf.data.TFRecordDataset(path).with_options(_OWN_PIPELINE)
-            count = int(records.reduce(np.int64(0), lambda n, _: n + 1))
+            blocks = tf.data.TFRecordDataset(path).batch(header.block_records)
+            count = int(blocks.with_options(_OWN_PIPELINE).reduce(
+                np.int64(0), lambda n, block: n + tf.size(block, out_type=tf.int64)))
         except tf.errors.NotFoundError:
             raise CorruptDataError(f"{path}: record file not found") from None
         except tf.errors.OpError as e:
