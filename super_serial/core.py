@@ -513,7 +513,7 @@ class _HeaderParser:
         keys = [k for f in features for k in f.keys]
         if len(set(keys)) != len(keys):
             self.fail("features", "two features write the same TFRecord key")
-        least = sum(_fixed_bytes(f) for f in features)
+        least = _least_record_bytes(features)
         if least > _MAX_RECORD_BYTES:
             self.fail("features", f"together at least {least:,} bytes a record, more than a "
                                   "record can hold (2 GiB)")
@@ -727,6 +727,12 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
 
 
 _READ_BACK: set = set()  # what _check_reads_back passed: its keys
+
+
+def _least_record_bytes(features) -> int:
+    """The least number of bytes a record holds for the features' values (fixed shapes only),
+    not counting its framing."""
+    return sum(_fixed_bytes(f) for f in features)
 
 
 def _fixed_bytes(feature: _Feature) -> int:
@@ -2609,6 +2615,7 @@ def _count_records(header: _Header, path: str) -> _Header:
 
 
 def _check_files(header: _Header, paths: list, header_path: str):
+    framed = 16 + _least_record_bytes(header.features)  # a record's least bytes on disk
     for shard, path in zip(header.shards, paths):
         try:
             size = tf.io.gfile.stat(path).length
@@ -2620,7 +2627,7 @@ def _check_files(header: _Header, paths: list, header_path: str):
                 f"{path}: {size} bytes on disk, but {header_path} says {shard.num_bytes}: the "
                 "file is truncated, was overwritten, or belongs to another header"
             )
-        least = (shard.num_records or 0) * (16 + sum(_fixed_bytes(f) for f in header.features))
+        least = (shard.num_records or 0) * framed
         if header.compression is None and size < least:
             raise CorruptDataError(
                 f"{path}: {size} bytes cannot hold the {shard.num_records} records of the shapes "
