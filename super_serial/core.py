@@ -2599,7 +2599,7 @@ def _count_records(header: _Header, path: str) -> _Header:
     (its header has none); a corrupt or truncated file raises CorruptDataError here.
 
     Records are counted a block at a time (as many as load parses at once): `reduce` calls
-    its function for each element, 31 us a record here, against 0.5 us in batches."""
+    its function for each element, 31 us a record here, against 0.9 us in blocks of 256."""
     with tf.init_scope():  # eagerly, also while a tf.function is being traced
         try:
             blocks = tf.data.TFRecordDataset(path).batch(header.block_records)
