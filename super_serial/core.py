@@ -1628,32 +1628,31 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
         unpack = list
     else:
         batched, unpack = dataset.batch(batch_records), tf.nest.flatten
-    autotuned = _applies_functions(dataset)  # else save's reads run as `_OWN_PIPELINE`
     if not 0 <= int(dataset.cardinality()) <= batch_records:  # one batch: nothing to overlap
-        batched = _prefetched(batched, dataset, small_reads, autotuned)
-    if not autotuned:  # the functions above need no rewrites, nor autotuning
+        batched = _prefetched(batched, dataset, small_reads)
+    if not _applies_functions(dataset):  # the functions above need none of them
         batched = batched.with_options(_OWN_PIPELINE)
     return _Reads(batched, unpack)
 
 
-def _prefetched(batched, dataset, small_reads: bool, autotuned: bool) -> tf.data.Dataset:
+def _prefetched(batched, dataset, small_reads: bool) -> tf.data.Dataset:
     """`batched`, read ahead while save encodes: two batches; or, for small reads that make a
     batch together (`_Merger`), an AUTOTUNE prefetch, unless the dataset's options turn
     autotuning off (then two). Two reads of short strings are not enough to keep tf.data busy
     while a batch is encoded: tabular save took 1.47× the time of reading batches of 8,192
     so, and 1.17× this way (alternating runs of 20).
 
-    Where autotuning stays on (`autotuned`: the dataset runs functions), it keeps the
-    read-ahead within `_READ_AHEAD_BYTES` (a batch's worth of short strings, one read of long
-    ones), unless the dataset's options set a budget of their own. Elsewhere save turns
-    autotuning off (`_OWN_PIPELINE`), so no budget applies, and the prefetch grows each time it
-    runs dry, which a source that runs no function does only while it is slower than
-    encoding: 1.5 GiB of 150 kB strings from a generator grew peak RSS by 161 MB either way."""
+    Where the dataset runs functions, autotuning keeps the read-ahead within
+    `_READ_AHEAD_BYTES` (a batch's worth of short strings, one read of long ones), unless its
+    options set a budget of their own. Elsewhere save turns autotuning off (`_OWN_PIPELINE`),
+    and the prefetch grows each time it runs dry, which a source that runs no function does
+    only while it is slower than encoding: 1.5 GiB of 150 kB strings from a generator grew
+    peak RSS by 161 MB either way."""
     autotune = dataset.options().autotune
     if not small_reads or autotune.enabled is False:
         return batched.prefetch(2)
     batched = batched.prefetch(tf.data.AUTOTUNE)
-    if autotuned and autotune.ram_budget is None:
+    if autotune.ram_budget is None:
         options = tf.data.Options()
         options.autotune.ram_budget = _READ_AHEAD_BYTES
         batched = batched.with_options(options)

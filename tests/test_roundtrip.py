@@ -1320,25 +1320,20 @@ def test_costly_elements_are_made_by_a_function_before_any_cache(make, costly):
     assert super_serial.core._costly_elements(make()) is costly
 
 
-@pytest.mark.parametrize("mapped, autotune, prefetch, budget", [
-    (True, {}, tf.data.AUTOTUNE, 64 << 20),
-    (True, {"ram_budget": 1 << 30}, tf.data.AUTOTUNE, None),  # the dataset's own budget stays
-    (True, {"enabled": False}, 2, None),  # without autotuning, two reads
-    (False, {}, tf.data.AUTOTUNE, None),  # save turns autotuning off: no budget to set
+@pytest.mark.parametrize("autotune, prefetch, budget", [
+    ({}, tf.data.AUTOTUNE, 64 << 20),
+    ({"ram_budget": 1 << 30}, tf.data.AUTOTUNE, None),  # the dataset's own budget stays
+    ({"enabled": False}, 2, None),  # without autotuning, two reads
 ])
-def test_small_reads_are_read_ahead_within_a_memory_budget(mapped, autotune, prefetch, budget,
-                                                          paths, monkeypatch):
+def test_small_reads_are_read_ahead_within_a_memory_budget(autotune, prefetch, budget, paths,
+                                                          monkeypatch):
     """Two small reads ahead are not enough to keep tf.data busy while a batch of them is
-    encoded; tf.data's autotuning reads further ahead, within _READ_AHEAD_BYTES. Where the
-    dataset runs no function, save reads without autotuning, and sets no budget for it."""
+    encoded; tf.data's autotuning reads further ahead, within _READ_AHEAD_BYTES."""
     monkeypatch.setattr(super_serial.core, "_READ_RECORDS", 4)
     options = tf.data.Options()
     for name, value in autotune.items():
         setattr(options.autotune, name, value)
-    dataset = _strings_dataset(20, 10)
-    if mapped:
-        dataset = dataset.map(lambda element: element)
-    dataset = dataset.with_options(options)
+    dataset = _strings_dataset(20, 10).with_options(options)
     prefetches, budgets = [], []
     real_prefetch, real_with_options = tf.data.Dataset.prefetch, tf.data.Dataset.with_options
     monkeypatch.setattr(tf.data.Dataset, "prefetch", lambda self, size, *a, **k: (
