@@ -1642,12 +1642,11 @@ def _prefetched(batched, dataset, small_reads: bool) -> tf.data.Dataset:
     while a batch is encoded: tabular save took 1.47× the time of reading batches of 8,192
     so, and 1.17× this way (alternating runs of 20).
 
-    Where the dataset runs functions, autotuning keeps the read-ahead within
-    `_READ_AHEAD_BYTES` (a batch's worth of short strings, one read of long ones), unless its
-    options set a budget of their own. Elsewhere save turns autotuning off (`_OWN_PIPELINE`),
-    and the prefetch grows each time it runs dry, which a source that runs no function does
-    only while it is slower than encoding: 1.5 GiB of 150 kB strings from a generator grew
-    peak RSS by 161 MB either way."""
+    The read-ahead stays within `_READ_AHEAD_BYTES` (a batch's worth of short strings, one
+    read of long ones), unless the dataset's options set a budget of their own. TensorFlow
+    gives the prefetch that budget also where save turns autotuning off (`_OWN_PIPELINE`),
+    and the prefetch then grows each time it runs dry, within it: 1.5 GiB of 150 kB strings
+    from a generator grew peak RSS by 161 MB with autotuning and without."""
     autotune = dataset.options().autotune
     if not small_reads or autotune.enabled is False:
         return batched.prefetch(2)
