@@ -1165,8 +1165,9 @@ def _numpy(tensor) -> np.ndarray:
     return array
 
 
-def _encode_records(features: list, leaves: list, rows: int) -> list:
-    """The serialized tf.train.Example of each row, as bytes."""
+def _encode_records(features: list, leaves: list, rows: int) -> tuple[list, np.ndarray]:
+    """The serialized tf.train.Example of each row (`_records`), and their sizes in bytes (an
+    int64 array), summed from the pieces' row lengths rather than measured record by record."""
     streams = {}
     for feature, leaf in zip(features, leaves):
         streams.update(_encode_streams(feature, leaf, rows))
@@ -1179,7 +1180,8 @@ def _encode_records(features: list, leaves: list, rows: int) -> list:
         entry = [_const(b"\x0a" + _varint_bytes(len(key_bytes)) + key_bytes, rows)]
         entry += _wrap(b"\x12", feature_message, rows)  # FeatureEntry{1: key, 2: Feature}
         entries += _wrap(b"\x0a", entry, rows)  # Features{1: repeated FeatureEntry}
-    return _records(_wrap(b"\x0a", entries, rows), rows)  # Example{1: Features}
+    example = _wrap(b"\x0a", entries, rows)  # Example{1: Features}
+    return _records(example, rows), _total_lengths(example, rows)
 
 
 def _records(pieces: list, rows: int) -> list:
@@ -1221,17 +1223,6 @@ def _records(pieces: list, rows: int) -> list:
 
 def _joined(record) -> bytes:
     return record if type(record) is bytes else b"".join(record)
-
-
-def _record_sizes(records: list) -> np.ndarray:
-    """Sizes of a batch's records, all bytes or all tuples of as many pieces (`_records`),
-    measured without a Python call for each record."""
-    n = len(records)
-    if not n or type(records[0]) is bytes:
-        return np.fromiter(map(len, records), np.int64, n)
-    width = len(records[0])
-    sizes = np.fromiter(map(len, itertools.chain.from_iterable(records)), np.int64, n * width)
-    return sizes.reshape(n, width).sum(1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1393,7 +1384,7 @@ def _save_records(dataset, tfrecord_path, header_path, features, planned, batch_
         for leaves in batches:
             rows = _rows(leaves[0])
             before = files.bytes_written
-            files.write(_encode_records(features, leaves, rows), written)
+            files.write(*_encode_records(features, leaves, rows), written)
             written += rows
             nbytes = files.bytes_written - before
             batches.encoded(rows, nbytes)
@@ -1907,7 +1898,7 @@ except ImportError:  # pragma: no cover - depends on what is installed
 
 
 def _record_writer(path: str, compression: str | None):
-    """A TFRecord file writer: `write(prepare(records))`, then `close()`.
+    """A TFRecord file writer: `write(prepare(records, sizes))`, then `close()`.
 
     `prepare` runs in the thread that encodes (it needs the GIL anyway), `write` in a writer
     thread (it gives the GIL up).
@@ -1926,7 +1917,7 @@ class _TFRecordFile:
         options = tf.io.TFRecordOptions(compression_type=compression or "")
         self.writer = tf.io.TFRecordWriter(path, options)
 
-    def prepare(self, records: list) -> list:
+    def prepare(self, records: list, sizes: np.ndarray) -> list:
         return records
 
     def write(self, records: list):
@@ -1949,10 +1940,10 @@ class _FramedFile:
             self.file.write(b"")  # creates the file now, as TFRecordWriter does
         self.size = 0  # bytes prepared so far: where the next prepared batch goes
 
-    def prepare(self, records: list):
-        pieces = _frame(records) if records else []
+    def prepare(self, records: list, sizes: np.ndarray):
+        pieces = _frame(records, sizes) if records else []
         offset = self.size
-        self.size += sum(map(len, pieces))
+        self.size += int(sizes.sum()) + _FRAMING_BYTES * len(records)
         return offset, pieces
 
     def write(self, prepared):
@@ -2004,6 +1995,7 @@ _WRITE_BYTES = 1 << 20
 # record, the masked CRC32C of the record (little-endian). Between two records that is 16 bytes:
 # the footer of one and the header of the next.
 _GLUE = np.dtype([("footer", "<u4"), ("length", "<u8"), ("length_crc", "<u4")])
+_FRAMING_BYTES = _GLUE.itemsize  # a record's framing in all
 _CRC_MASK_DELTA = 0xA282EAD8
 
 
@@ -2013,12 +2005,13 @@ def _masked_crc32c(crcs) -> np.ndarray:
     return ((((c >> 15) | (c << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF).astype(np.uint32)
 
 
-def _frame(records: list) -> list:
-    """Records in TFRecord framing, as tf.io.TFRecordWriter writes them: a list of pieces to be
-    written in order (the records themselves, and the bytes around them)."""
+def _frame(records: list, sizes: np.ndarray) -> list:
+    """Records (of `sizes` bytes) in TFRecord framing, as tf.io.TFRecordWriter writes them: a
+    list of pieces to be written in order (the records themselves, and the bytes around
+    them)."""
     n = len(records)
     whole = type(records[0]) is bytes  # else tuples of pieces (all records of a batch alike)
-    lengths = _record_sizes(records).astype(np.uint64)
+    lengths = sizes.astype(np.uint64)
     glue = np.zeros(n + 1, _GLUE)
     glue["length"][:n] = lengths
     glue["length_crc"][:n] = _masked_crc32c(_crc32c_u64(lengths))
@@ -2118,40 +2111,43 @@ class _RecordFiles:
         self.counts.append(0)
         self.current_bytes = 0
 
-    def write(self, records: list, first_index: int):
-        """Queues a batch of encoded records for the writer threads."""
+    def write(self, records: list, sizes: np.ndarray, first_index: int):
+        """Queues a batch of encoded records (`_encode_records`) for the writer threads."""
         self._raise_pending()
-        sizes = _record_sizes(records)
         if len(sizes) and sizes.max() > _MAX_RECORD_BYTES:
             index = first_index + int(sizes.argmax())
             raise SchemaError(f"{self.path}: element {index} makes a record of "
                               f"{int(sizes.max()):,} bytes, more than a tf.train.Example can "
                               "hold (2 GiB, protobuf's limit); nothing was saved")
         if self.shard_size:
-            self._queues[0].put(records)
+            self._queues[0].put((records, sizes))
         else:
             work: list[list] = [[] for _ in self._queues]
-            for shard, part in enumerate(self._deal(records, first_index)):
+            for shard, (part, part_sizes) in enumerate(self._deal(records, sizes, first_index)):
                 if part:  # one write per file and batch: fewer GIL hand-overs
                     lane = shard % len(work)
-                    work[lane].append((shard, self.writers[shard].prepare(part)))
+                    work[lane].append((shard, self.writers[shard].prepare(part, part_sizes)))
                     self.counts[shard] += len(part)
             for lane, items in enumerate(work):
                 if items:
                     self._queues[lane].put(items)
         self.bytes_written += int(sizes.sum())
 
-    def _deal(self, records: list, first_index: int) -> list:
-        """The records of each shard: block b (of block_records) goes to shard b % shards."""
+    def _deal(self, records: list, sizes: np.ndarray, first_index: int) -> list:
+        """The records of each shard, and their sizes: block b (of block_records) goes to
+        shard b % shards."""
         block, shards = self.block_records, len(self.writers)
-        parts: list[list] = [[] for _ in range(shards)]
+        if shards == 1:
+            return [(records, sizes)]
+        runs: list[list] = [[] for _ in range(shards)]  # each shard's (start, end) of the batch
         i = 0
         while i < len(records):
             index = first_index + i
             end = min(len(records), (index // block + 1) * block - first_index)
-            parts[(index // block) % shards] += records[i:end]
+            runs[(index // block) % shards].append((i, end))
             i = end
-        return parts
+        return [(list(itertools.chain.from_iterable(records[a:b] for a, b in ends)),
+                 np.concatenate([sizes[a:b] for a, b in ends] or [sizes[:0]])) for ends in runs]
 
     def _drain(self, lane: int):
         while True:
@@ -2187,20 +2183,21 @@ class _RecordFiles:
             thread.join()
         self._threads = []
 
-    def _write_sequential(self, records: list):
+    def _write_sequential(self, batch: tuple):
         """Into the current file, starting a new one once it holds shard_size bytes."""
+        records, sizes = batch
         start = 0
-        for i, size in enumerate(_record_sizes(records).tolist()):
+        for i, size in enumerate(sizes.tolist()):
             if self.current_bytes >= self.shard_size:
-                self._write_to(-1, records[start:i])
+                self._write_to(-1, records[start:i], sizes[start:i])
                 start = i
                 self.writers[-1].close()
                 self._open()
-            self.current_bytes += size + 16
-        self._write_to(-1, records[start:])
+            self.current_bytes += size + _FRAMING_BYTES
+        self._write_to(-1, records[start:], sizes[start:])
 
-    def _write_to(self, shard: int, records: list):
-        self.writers[shard].write(self.writers[shard].prepare(records))
+    def _write_to(self, shard: int, records: list, sizes: np.ndarray):
+        self.writers[shard].write(self.writers[shard].prepare(records, sizes))
         self.counts[shard] += len(records)
 
     def parsed_block(self, records: int) -> int:

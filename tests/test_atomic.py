@@ -68,8 +68,8 @@ class CountingWriter:
         self.fail_after = fail_after
         CountingWriter.instances.append(self)
 
-    def prepare(self, records):
-        return self.inner.prepare(records), len(records)
+    def prepare(self, records, sizes):
+        return self.inner.prepare(records, sizes), len(records)
 
     def write(self, prepared):
         payload, count = prepared

@@ -361,7 +361,9 @@ def test_encode_records_matches_protobuf(data, n):
     records = []
     for leaves in core._batches_for_encoding(dataset, features, 8):
         rows_in_batch = core._rows(leaves[0])
-        records += map(core._joined, core._encode_records(features, leaves, rows_in_batch))
+        encoded, sizes = core._encode_records(features, leaves, rows_in_batch)
+        records += map(core._joined, encoded)
+        assert sizes.tolist() == [len(r) for r in records[-len(encoded):]]
     assert len(records) == n
     for record, element in zip(records, dataset):
         assert tf.train.Example.FromString(record) == _slow_example(features, element)

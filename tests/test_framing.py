@@ -30,7 +30,8 @@ def framed_bytes(records: list, path, batches: int = 1, backwards: bool = False)
     writes the prepared batches last first (each goes to its own offset)."""
     writer = core._FramedFile(str(path))
     step = max(1, -(-len(records) // batches))
-    prepared = [writer.prepare(records[start:start + step])
+    sizes = np.array([len(r) for r in records], np.int64)
+    prepared = [writer.prepare(records[start:start + step], sizes[start:start + step])
                 for start in range(0, len(records), step)]
     for batch in reversed(prepared) if backwards else prepared:
         writer.write(batch)
@@ -131,11 +132,18 @@ def test_length_crcs_are_crc32c_of_the_little_endian_lengths():
     assert core._crc32c_u64(lengths).tolist() == expected
 
 
-def test_record_sizes_of_bytes_and_of_pieces():
-    assert core._record_sizes([b"ab", b"", b"cde"]).tolist() == [2, 0, 3]
-    pieces = [(b"ab", np.zeros(5, np.uint8), b""), (b"", np.zeros(0, np.uint8), b"xyz")]
-    assert core._record_sizes(pieces).tolist() == [7, 3]
-    assert core._record_sizes([]).tolist() == []
+@pytest.mark.parametrize("elements", [
+    {"id": [b"ab", b"", b"c" * 300]},  # records as bytes
+    {"image": np.arange(3 * 400, dtype=np.float32).reshape(3, 400)},  # records as pieces
+    {"blob": [b"x" * 1000, b"y" * 5000, b""], "n": [1, 2, 3]},  # long strings: kept as they are
+], ids=["bytes", "pieces", "long strings"])
+def test_encoded_sizes_are_the_records_sizes(elements):
+    dataset = tf.data.Dataset.from_tensor_slices(elements)
+    features, _ = core._schema_from_spec(dataset.element_spec)
+    leaves = next(iter(core._batches_for_encoding(dataset, features, 3)))
+    records, sizes = core._encode_records(features, leaves, 3)
+    assert sizes.dtype == np.int64
+    assert sizes.tolist() == [len(core._joined(r)) for r in records]
 
 
 def tabular(n: int) -> tf.data.Dataset:
@@ -165,7 +173,7 @@ DATASETS = {"tabular": (tabular, 3000), "ragged": (ragged, 200), "images": (imag
 def test_records_with_wide_features_are_pieces_of_the_batch():
     features, _ = core._schema_from_spec(images(4).element_spec)
     leaves = next(iter(core._batches_for_encoding(images(4), features, 4)))
-    records = core._encode_records(features, leaves, 4)
+    records, _ = core._encode_records(features, leaves, 4)
     assert all(type(r) is tuple and len(r) > 1 for r in records)
     assert any(isinstance(piece, np.ndarray) and not piece.flags.writeable
                for piece in records[0])

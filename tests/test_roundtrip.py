@@ -1225,9 +1225,9 @@ def _batches_saved(dataset, tmp_path, monkeypatch) -> list:
     encode = super_serial.core._encode_records
 
     def recording(features, leaves, rows):
-        records = encode(features, leaves, rows)
+        records, sizes = encode(features, leaves, rows)
         batches.append((rows, sum(map(len, map(super_serial.core._joined, records)))))
-        return records
+        return records, sizes
 
     monkeypatch.setattr(super_serial.core, "_encode_records", recording)
     merged, single = str(tmp_path / "merged.tfrecord"), str(tmp_path / "single.tfrecord")

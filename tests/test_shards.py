@@ -194,8 +194,8 @@ def test_shards_are_written_by_writer_threads(paths, small_blocks, monkeypatch, 
         def __init__(self, inner, path):
             self.inner, self.path = inner, path
 
-        def prepare(self, records):
-            return self.inner.prepare(records)
+        def prepare(self, records, sizes):
+            return self.inner.prepare(records, sizes)
 
         def write(self, prepared):
             writers_of.setdefault(self.path, set()).add(threading.current_thread().name)
