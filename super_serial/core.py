@@ -1321,9 +1321,9 @@ def save(
     _check_paths(tfrecord_path, header_path)
     made = _make_folders(tfrecord_path, header_path)
     try:
-        header, written = _save_records(dataset, tfrecord_path, header_path, features, planned,
+        header, written = _save_records(dataset, tfrecord_path, header_path, planned,
                                         batch_records, elements_per_batch, num_shards,
-                                        shard_size, compression, cardinality, progress)
+                                        shard_size, cardinality, progress)
     except BaseException:
         _remove_empty_folders(made)
         raise
@@ -1362,12 +1362,12 @@ def _remove_empty_folders(folders: list):
                 pass
 
 
-def _save_records(dataset, tfrecord_path, header_path, features, planned, batch_records,
-                  elements_per_batch, num_shards, shard_size, compression, cardinality,
-                  progress) -> tuple:
+def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
+                  elements_per_batch, num_shards, shard_size, cardinality, progress) -> tuple:
     """Writes the records and commits them with their header: (the header, elements written).
-    On failure, the files as they were before."""
-    block_records = planned.block_records
+    On failure, the files as they were before. `planned` is the header to write, but for the
+    counts: its features, compression and blocks."""
+    features, block_records = planned.features, planned.block_records
     # Where strings, or unknown shapes from a generator or map, make the spec's size a guess,
     # elements are read in small batches (`_read_records`), merged into batches of about
     # _TARGET_BATCH_BYTES by the bytes encoded so far (`_Merger`).
@@ -1377,7 +1377,8 @@ def _save_records(dataset, tfrecord_path, header_path, features, planned, batch_
     batches = _Merger(_batches_for_encoding(dataset, features, read_records,
                                             small_reads=read_records < max_records),
                       read_records, max_records)
-    files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, compression, block_records)
+    files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, planned.compression,
+                         block_records)
     meter = _Progress("save", "elements", cardinality, enabled=progress)
     try:
         written, warned = 0, elements_per_batch is not None
