@@ -152,6 +152,7 @@ class _Feature:
     ragged_rank: int = 0
     row_splits_dtype: str = "int64"
     ragged: bool = False  # a tf.RaggedTensor component (its ragged_rank may be 0)
+    tensor_name: str | None = None  # the name of its tf.TensorSpec, if it has one
 
     @property
     def kind(self) -> str:
@@ -191,12 +192,12 @@ class _Feature:
     def spec(self, original_dtypes: bool = True):
         dtype = self.dtype.tf_dtype if original_dtypes else _STORED[self.encoding]
         if self.encoding == "raw" and not original_dtypes:
-            return tf.TensorSpec([], tf.string)
+            return tf.TensorSpec([], tf.string, name=self.tensor_name)
         if self.ragged:
             return tf.RaggedTensorSpec(
                 self.shape, dtype, self.ragged_rank, tf.as_dtype(self.row_splits_dtype)
             )
-        return tf.TensorSpec(self.shape, dtype)
+        return tf.TensorSpec(self.shape, dtype, name=self.tensor_name)
 
     def to_yaml(self) -> dict:
         out = {
@@ -209,6 +210,8 @@ class _Feature:
         if self.ragged:
             out["ragged_rank"] = self.ragged_rank
             out["row_splits_dtype"] = self.row_splits_dtype
+        if self.tensor_name is not None:
+            out["tensor_name"] = self.tensor_name
         return out
 
 
@@ -344,6 +347,11 @@ def _feature_from_spec(spec, path) -> _Feature:
         )
     shape = tuple(spec.shape.as_list())
     feature = _Feature(name, path, dtype, shape, dtype.encoding, ragged_rank)
+    if isinstance(spec, tf.TensorSpec) and spec.name is not None:
+        if not _utf8(spec.name):
+            raise SchemaError(f"feature '{name}': its TensorSpec name {spec.name!r} is not "
+                              "valid UTF-8 text, which the header is written in")
+        feature = dataclasses.replace(feature, tensor_name=spec.name)
     if isinstance(spec, tf.RaggedTensorSpec):
         feature = dataclasses.replace(feature, row_splits_dtype=spec.row_splits_dtype.name,
                                       ragged=True)
@@ -608,7 +616,11 @@ class _HeaderParser:
             self.fail(f"{field}.row_splits_dtype", f"expected int32 or int64, found "
                                                    f"{_short(splits)}")
         ragged = "ragged_rank" in raw
-        feature = _Feature(name, path, dtype, shape, encoding, ragged_rank, splits, ragged)
+        tensor_name = self.get(raw, "tensor_name", f"{field}.tensor_name", str, optional=True)
+        if ragged and tensor_name is not None:
+            self.fail(f"{field}.tensor_name", "a ragged tensor's spec has no name")
+        feature = _Feature(name, path, dtype, shape, encoding, ragged_rank, splits, ragged,
+                           tensor_name)
         if ragged_rank and None in feature.inner_shape:
             self.fail(f"{field}.shape", "dims after the ragged dims must be known")
         if ragged and not ragged_rank and (not shape or None in shape[1:]):
@@ -2718,7 +2730,15 @@ class _Pipeline:
             partial = 0 if reading.drop_remainder else tf.cast(
                 size % reading.batch_size > 0, tf.int64)
             size = size // reading.batch_size + partial
-        return dataset.apply(tf.data.experimental.assert_cardinality(size))
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(size))
+        if reading.batch_size is None and any(
+                f.tensor_name is not None for f in decoder.features):
+            # The TensorSpec names the dataset was saved with, which the ops above drop
+            # (`Dataset.batch` drops them too, so batches have none)
+            structure = decoder.pack([f.spec(decoder.original) for f in decoder.features])
+            dataset = tf.data.experimental.from_variant(
+                tf.data.experimental.to_variant(dataset), structure)
+        return dataset
 
     def blocks(self, paths, counts, seed) -> tf.data.Dataset:
         """Blocks of `block_records` serialized records, each with its index in its file.

@@ -539,6 +539,41 @@ def test_original_dtypes_false(paths):
                 assert got == values[i].astype(values[i].dtype.newbyteorder("<")).tobytes(), name
 
 
+def test_tensor_spec_names_are_kept(paths):
+    """TensorSpec names come back as tf.data.Dataset.load gives them back: in the element
+    spec, eagerly and inside a tf.function, also with the raw TFRecord dtypes; batches have
+    none, as Dataset.batch drops them."""
+    signature = {"x": tf.TensorSpec([2], tf.float64, name="pixels"),
+                 "t": (tf.TensorSpec([None], tf.int64, name="tokens"),
+                       tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.int32, name=""))}
+    elements = [{"x": np.array([i, -i], np.float64), "t": (np.arange(i), b"s%d" % i, i)}
+                for i in range(5)]
+    dataset = tf.data.Dataset.from_generator(lambda: iter(elements),
+                                             output_signature=signature)
+    super_serial.save(dataset, *paths)
+    features = yaml.safe_load(Path(paths[1]).read_text())["features"]
+    assert {key: f.get("tensor_name") for key, f in features.items()} == {
+        "x": "pixels", "t/0": "tokens", "t/1": None, "t/2": ""}
+    assert_same_elements(dataset, super_serial.load(*paths))
+    raw = super_serial.load(*paths, original_dtypes=False).element_spec
+    assert raw["x"] == tf.TensorSpec([], tf.string, name="pixels")
+    assert [s.name for s in raw["t"]] == ["tokens", None, ""]
+    batched = super_serial.load(*paths, batch_size=2).element_spec
+    assert batched == dataset.ragged_batch(2).element_spec
+    assert all(getattr(s, "name", None) is None for s in tf.nest.flatten(batched))
+
+    specs = []
+
+    @tf.function
+    def count():
+        loaded = super_serial.load(*paths)
+        specs.append(loaded.element_spec)
+        return loaded.reduce(0, lambda n, _: n + 1)
+
+    assert int(count()) == 5
+    assert specs == [dataset.element_spec]
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "float64"])
 def test_original_dtypes_false_zero_size_raw(dtype, paths):
     """A raw feature of no values is, like any raw feature, its BytesList's one entry: b""."""
@@ -976,6 +1011,14 @@ def test_non_str_dict_keys(tmp_path, paths):
 def test_dict_key_with_a_lone_surrogate(tmp_path, paths):
     dataset = tf.data.Dataset.from_tensor_slices({"outer": {"\ud800x": [1, 2]}})
     with pytest.raises(SchemaError, match=re.escape("feature 'outer': dict key '\\ud800x'")):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
+def test_tensor_spec_name_with_a_lone_surrogate(tmp_path, paths):
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter([{"x": 1}]), output_signature={"x": tf.TensorSpec([], tf.int64, "\ud800")})
+    with pytest.raises(SchemaError, match="feature 'x': its TensorSpec name '\\\\ud800'"):
         super_serial.save(dataset, *paths)
     _nothing_written(tmp_path)
 
