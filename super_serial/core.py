@@ -2363,6 +2363,20 @@ def _yaml(mapping: dict) -> str:
 
 
 @functools.lru_cache(maxsize=16)
+def _features_difference(features: tuple, others: tuple) -> str:
+    """The first feature (and its field) where `features` differ from `others`, for merge's
+    error: ": feature 'x', dtype float64 against float32"; "" where none is told apart."""
+    mine, theirs = ({f.name: f.to_yaml() for f in fs} for fs in (features, others))
+    for name in [*mine, *(n for n in theirs if n not in mine)]:
+        if name not in mine or name not in theirs:
+            return f": feature '{name}' is only in {'this part' if name in mine else 'that one'}"
+        for field in [*mine[name], *(k for k in theirs[name] if k not in mine[name])]:
+            ours, other = mine[name].get(field), theirs[name].get(field)
+            if ours != other:
+                return f": feature '{name}', {field} {_short(ours)} against {_short(other)}"
+    return ""
+
+
 def _features_yaml(features: tuple) -> str:
     return _yaml({"features": {f.name: f.to_yaml() for f in features}})
 
@@ -2425,7 +2439,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         first = headers[0] if headers else header
         for what in ("features", "structure", "compression"):
             if getattr(header, what) != getattr(first, what):
-                raise SchemaError(f"{part}: its {what} differ from those of {parts[0]}")
+                where = _features_difference(header.features, first.features) if (
+                    what == "features") else ""
+                raise SchemaError(f"{part}: its {what} differ from those of {parts[0]}{where}")
         headers.append(header)
     _check_part_files(parts, headers, tfrecord_path, header_path)
     shards = tuple(s for h in headers for s in h.shards)

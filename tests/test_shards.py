@@ -410,8 +410,8 @@ def _without_name(element):
 
 
 @pytest.mark.parametrize("change, kwargs, problem", [
-    (_float64_x, {}, "features"),
-    (_without_name, {}, "features|structure"),
+    (_float64_x, {}, "features differ .*: feature 'x', dtype 'float64' against 'float32'"),
+    (_without_name, {}, "features differ .*: feature 'name' is only in that one"),
     (lambda element: element, {"compression": "GZIP"}, "compression"),
     (lambda element: element, {"num_shards": 3}, "num_shards"),
 ], ids=["dtype", "missing_feature", "compression", "round_robin_shards"])
@@ -424,6 +424,18 @@ def test_merge_rejects_mismatched_part(tmp_path, small_blocks, change, kwargs, p
     with pytest.raises(SchemaError, match=re.escape(bad) + f".*({problem})"):
         merge([good, bad], str(tmp_path / "data.tfrecord"))
     assert sorted(os.listdir(tmp_path)) == before  # no header, no temporary file
+
+
+def test_merge_names_a_tensor_name_that_differs(tmp_path):
+    def part(name):
+        return tf.data.Dataset.from_generator(lambda: iter([[1.0, 2.0]]), output_signature=(
+            tf.TensorSpec([2], tf.float32, name=name)))
+    save(part("pixels"), str(tmp_path / "data.tfrecord-part0"))
+    save(part(None), str(tmp_path / "data.tfrecord-part1"))
+    with pytest.raises(SchemaError, match="part1: its features differ from those of .*part0: "
+                                          "feature 'tensor', tensor_name None against 'pixels'"):
+        merge([str(tmp_path / f"data.tfrecord-part{i}") for i in (0, 1)],
+              str(tmp_path / "data.tfrecord"))
 
 
 def test_merge_rejects_part_in_another_folder(tmp_path):
@@ -552,3 +564,13 @@ def test_blocks_hold_about_4_mib_of_records_larger_than_the_spec_guessed(paths, 
     assert (header["block_records"] in (expected, expected + 1)) is fitted, header
     assert [float(x[0]) for x in load(paths[0])] == list(range(24))
     assert verify(paths[0])["num_records"] == 24
+
+
+def test_features_difference_names_the_first_feature_that_differs():
+    def features(dataset):
+        return tuple(core._schema_from_spec(dataset.element_spec)[0])
+
+    full, fewer = features(flat_dict()), features(flat_dict().map(_without_name))
+    assert core._features_difference(full, fewer) == ": feature 'name' is only in this part"
+    assert core._features_difference(fewer, full) == ": feature 'name' is only in that one"
+    assert core._features_difference(full, full) == ""
