@@ -2362,10 +2362,9 @@ def _yaml(mapping: dict) -> str:
                      allow_unicode=True, width=100)
 
 
-@functools.lru_cache(maxsize=16)
 def _features_difference(features: tuple, others: tuple) -> str:
     """The first feature (and its field) where `features` differ from `others`, for merge's
-    error: ": feature 'x', dtype float64 against float32"; "" where none is told apart."""
+    error: ": feature 'x', dtype 'float64' against 'float32'"; "" where none is told apart."""
     mine, theirs = ({f.name: f.to_yaml() for f in fs} for fs in (features, others))
     for name in [*mine, *(n for n in theirs if n not in mine)]:
         if name not in mine or name not in theirs:
@@ -2377,6 +2376,7 @@ def _features_difference(features: tuple, others: tuple) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=16)
 def _features_yaml(features: tuple) -> str:
     return _yaml({"features": {f.name: f.to_yaml() for f in features}})
 
@@ -2640,7 +2640,7 @@ def _count_records(header: _Header, path: str) -> _Header:
 
 
 def _check_files(header: _Header, paths: list, header_path: str):
-    framed = 16 + _least_record_bytes(header.features)  # a record's least bytes on disk
+    framed = _FRAMING_BYTES + _least_record_bytes(header.features)  # least bytes on disk
     for shard, path in zip(header.shards, paths):
         try:
             size = tf.io.gfile.stat(path).length

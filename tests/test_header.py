@@ -259,3 +259,19 @@ def test_read_header_round_trips_through_yaml(tmp_path):
 def test_read_header_missing(tmp_path):
     with pytest.raises(super_serial.HeaderError, match="not found"):
         super_serial.read_header(tmp_path / "nope.yaml")
+
+
+def test_features_are_dumped_once_per_schema(tmp_path):
+    """PyYAML's emitter takes milliseconds for the features, so a schema saved again reuses
+    their YAML text (`_features_yaml` is cached), and the header is the same."""
+    from super_serial import core
+
+    dataset = _mixed()
+    super_serial.save(dataset, str(tmp_path / "a.tfrecord"))
+    before = core._features_yaml.cache_info()
+    super_serial.save(dataset, str(tmp_path / "b.tfrecord"))
+    after = core._features_yaml.cache_info()
+    assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+    header_a = (tmp_path / "a.tfrecord.header.yaml").read_text()
+    header_b = (tmp_path / "b.tfrecord.header.yaml").read_text()
+    assert header_a.replace("a.tfrecord", "b.tfrecord") == header_b
