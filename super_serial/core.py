@@ -56,13 +56,22 @@ _MAX_BATCH_RECORDS = 8192
 # room for each element up front: 10**9 of them aborted the process)
 _MAX_ELEMENTS_PER_BATCH = 1 << 20
 _READ_RECORDS = 256  # elements read at a time where strings make their size a guess
-# Elements read at a time where shapes are unknown and each element costs a function call
-# (`_costly_elements`), merged as strings are. Saving 1.5 GiB of float32 clips of 100,000 to
+# Elements read at a time where their size is a guess (unknown shapes, strings) and each
+# element costs a function call (`_costly_elements`: a generator, a map decoding audio or
+# reading image files), merged as strings are. Saving 1.5 GiB of float32 clips of 100,000 to
 # 300,000 values from a generator: peak RSS growth 216-224 MB with 32, 375 MB with 64,
-# 9,994 MB reading 8,192.
-_READ_UNKNOWN = 32
+# 9,994 MB reading 8,192. 500 strings of 100-200 kB and a label from a generator, alternating
+# runs of 7 beside tf.data's 160 ms: 260 ms in reads of 256, 236 of 64, 205 of 32, 204 of 16
+# (tf.data's batch and NumPy's strings take fresh pages for each batch: 67,000 faults a save
+# in reads of 256, 34,000 in reads of 32); 50,000 short strings from a tf.data map: 1,286 ms
+# in reads of 256, 1,278 of 32, 1,393 of 16 (tf.data 1,458).
+_READ_COSTLY = 32
 _OVERSIZED_BATCH_BYTES = 4 * _TARGET_BATCH_BYTES  # a batch this large gets a warning
 _READ_AHEAD_BYTES = 4 * _TARGET_BATCH_BYTES  # what tf.data may read ahead of small reads
+# Reads that come to this much are encoded one by one, not merged (`_Merger`): merging
+# concatenates them, a copy that gains nothing at that size (those 500 strings, read 16 at a
+# time: 289 ms merged into batches of 16 MiB, 255 ms not).
+_MERGE_READ_BYTES = 1 << 20
 
 
 # --------------------------------------------------------------------------------------------
@@ -1429,8 +1438,8 @@ def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
     warnings.warn(
         f"save {tfrecord_path}: a batch of {rows:,} elements came to {nbytes / 2**20:,.0f} MiB, "
         f"where about {_TARGET_BATCH_BYTES >> 20} MiB were meant (the element spec does not "
-        f"tell how large unknown dims are, and save reads strings {_READ_RECORDS} at a time "
-        f"and unknown shapes from a generator or map {_READ_UNKNOWN}), "
+        f"tell how large strings or unknown dims are; save reads strings {_READ_RECORDS} at a "
+        f"time, and {_READ_COSTLY} from a generator or map, as it does unknown shapes), "
         f"and memory grows with batches that size: elements_per_batch={suggested} bounds "
         f"them and writes the same files",
         UserWarning, stacklevel=4)  # the user's call of save
@@ -1516,19 +1525,20 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
 
 def _read_records(features: list, batch_records: int, dataset) -> int:
     """Elements `save` reads at a time: `batch_records`, sized from the element spec, unless
-    that size is a guess, and then at most `_READ_UNKNOWN` or `_READ_RECORDS`, merged into
+    that size is a guess, and then at most `_READ_COSTLY` or `_READ_RECORDS`, merged into
     batches afterwards (`_Merger`): where shapes are unknown (64 values for each unknown dim)
-    and the pipeline calls a function for each element anyway (`_costly_elements`: a
-    generator of audio clips, a map decoding them), or where strings (32 bytes a string) are
-    the only guess.
+    or strings (32 bytes a string) make it a guess and the pipeline calls a function for each
+    element anyway (`_costly_elements`: a generator of audio clips, a map reading image files),
+    or where strings are the only guess.
 
     Unknown shapes of a cheap pipeline (arrays in memory, a cache) are read as the spec
     sizes them: a small read costs 0.1 to 0.3 ms, as much as 30 small elements take to
     read there, and their memory is held already."""
-    if any(f.kind != "fixed" for f in features) and _costly_elements(dataset):
-        return min(batch_records, _READ_UNKNOWN)
-    if all(f.kind == "fixed" for f in features) and any(
-            f.dtype.name == "string" for f in features):
+    strings = any(f.dtype.name == "string" for f in features)
+    fixed = all(f.kind == "fixed" for f in features)
+    if (strings or not fixed) and _costly_elements(dataset):
+        return min(batch_records, _READ_COSTLY)
+    if strings and fixed:
         return min(batch_records, _READ_RECORDS)
     return batch_records
 
@@ -1537,7 +1547,7 @@ class _Merger:
     """The batches `save` encodes: consecutive small batches read (`_read_records`)
     concatenated, as many as the bytes encoded so far say make `_TARGET_BATCH_BYTES`, and at
     most `max_rows` elements. The first batch is one small batch; `encoded` tells the bytes
-    each batch came to.
+    each batch came to. Reads of `_MERGE_READ_BYTES` or more are batches by themselves.
 
     So batches follow what the elements turn out to hold (a string of 10 bytes or of 150 kB,
     an encoded image, an audio clip of unknown length), and memory is bounded by the small
@@ -1553,6 +1563,8 @@ class _Merger:
         self.rows += rows
         self.nbytes += nbytes
         rows_meant = _TARGET_BATCH_BYTES * self.rows // max(1, self.nbytes)
+        if self.nbytes * self.read_rows >= _MERGE_READ_BYTES * self.rows:
+            rows_meant = 0  # a read this large is a batch by itself
         self.reads = max(1, min(self.max_rows, rows_meant) // self.read_rows)
 
     def __iter__(self):

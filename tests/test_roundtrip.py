@@ -894,7 +894,7 @@ def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
     through sparse_batch over windows, with no function for each element; others through save's
     own inline map. batch takes ragged components of ragged rank 0 as they are. (The datasets
     are cached, as arrays in memory are read: the map before would make save read them a few
-    at a time, `_READ_UNKNOWN`, and a sparse tensor's indices would be most of their memory.)
+    at a time, `_READ_COSTLY`, and a sparse tensor's indices would be most of their memory.)
     """
     columns = {"r": tf.ragged.constant([[1, 2], [], [3], [4, 5, 6]]), "x": np.arange(4.0)}
     dataset = tf.data.Dataset.from_tensor_slices(columns)
@@ -1261,6 +1261,50 @@ def test_strings_are_read_a_few_at_a_time_and_merged_by_their_bytes(
     assert all(nbytes <= 1.05 * 20_000 for _, nbytes in batches), batches
 
 
+@pytest.mark.parametrize("merge_bytes, expected_rows", [
+    (1 << 20, [4, 16, 16, 4]),  # reads of about 4.1 kB, merged into batches of about 20 kB
+    (4_000, [4] * 10),  # reads of 4 kB or more are batches by themselves
+])
+def test_reads_that_are_large_already_are_not_merged(merge_bytes, expected_rows, tmp_path,
+                                                    monkeypatch):
+    """Merging reads concatenates them, a copy: reads that come to _MERGE_READ_BYTES or more
+    (on the bytes encoded so far) are encoded one by one. The files are the same either way.
+    (Sizes scaled down: 20 kB a batch, 4 elements a read.)"""
+    monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
+    monkeypatch.setattr(super_serial.core, "_READ_RECORDS", 4)
+    monkeypatch.setattr(super_serial.core, "_MERGE_READ_BYTES", merge_bytes)
+    batches = _batches_saved(_strings_dataset(40, 1_000), tmp_path, monkeypatch)
+    assert [rows for rows, _ in batches] == expected_rows
+
+
+def _strings_generator(count: int, length: int) -> tf.data.Dataset:
+    """`_strings_dataset`'s strings and labels, made by a Python generator."""
+    return tf.data.Dataset.from_generator(
+        lambda: ({"blob": (b"%06d" % i * length)[:length], "label": i} for i in range(count)),
+        output_signature={"blob": tf.TensorSpec([], tf.string),
+                          "label": tf.TensorSpec([], tf.int64)})
+
+
+@pytest.mark.parametrize("make, expected_rows", [
+    (lambda: _strings_dataset(12, 10), [5, 5, 2]),  # in memory: _READ_RECORDS
+    (lambda: _strings_generator(12, 10).cache(), [5, 5, 2]),  # from a cache: the same
+    (lambda: _strings_generator(12, 10), [3, 3, 3, 3]),  # a generator: _READ_COSTLY
+    (lambda: tf.data.Dataset.range(12).map(  # a map (reading image files, say): the same
+        lambda i: {"blob": tf.strings.as_string(i), "label": i}), [3, 3, 3, 3]),
+])
+def test_strings_made_by_a_function_for_each_are_read_fewer_at_a_time(
+        make, expected_rows, tmp_path, monkeypatch):
+    """Strings whose pipeline calls a function for each element (a generator, a map reading
+    encoded images) are read _READ_COSTLY at a time, as unknown shapes are there; others
+    _READ_RECORDS: the function costs more than a small read, and small batches of long
+    strings copy less at once. (Reads scaled down, and each a batch by itself.)"""
+    monkeypatch.setattr(super_serial.core, "_READ_RECORDS", 5)
+    monkeypatch.setattr(super_serial.core, "_READ_COSTLY", 3)
+    monkeypatch.setattr(super_serial.core, "_MERGE_READ_BYTES", 1)
+    batches = _batches_saved(make(), tmp_path, monkeypatch)
+    assert [rows for rows, _ in batches] == expected_rows
+
+
 def _batches_saved(dataset, tmp_path, monkeypatch) -> list:
     """The (elements, bytes) of each batch `save` encodes; checks that the files are the same
     as with a batch for each element, and load gives the dataset back."""
@@ -1311,12 +1355,12 @@ def _clips_dataset(count: int, length: int) -> tf.data.Dataset:
 def test_unknown_shapes_of_a_costly_pipeline_are_read_a_few_at_a_time_and_merged(
         length, expected_rows, tmp_path, monkeypatch):
     """Where shapes are unknown and the pipeline calls a function for each element anyway (a
-    generator, a map), save reads _READ_UNKNOWN elements at a time and merges them by the
+    generator, a map), save reads _READ_COSTLY elements at a time and merges them by the
     bytes encoded so far, as it does strings: audio clips of unknown length are not read
     thousands at a time. The files are the same as with a batch for each element. (Sizes
     scaled down: 20 kB a batch, 4 elements a read, at most 80 elements a batch.)"""
     monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
-    monkeypatch.setattr(super_serial.core, "_READ_UNKNOWN", 4)
+    monkeypatch.setattr(super_serial.core, "_READ_COSTLY", 4)
     monkeypatch.setattr(super_serial.core, "_block_and_batch_records",
                         lambda features, shards, cardinality: (4, 80))
     dataset = _clips_dataset(sum(expected_rows), length)
@@ -1331,7 +1375,7 @@ def test_merged_reads_deal_the_same_blocks_to_shards(tmp_path, monkeypatch):
     """Batches merged from small reads end where they end; the blocks dealt to the shards,
     and so the files, are those of a batch for each element."""
     monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
-    monkeypatch.setattr(super_serial.core, "_READ_UNKNOWN", 4)
+    monkeypatch.setattr(super_serial.core, "_READ_COSTLY", 4)
     monkeypatch.setattr(super_serial.core, "_block_and_batch_records",  # blocks of 5, reads of 4
                         lambda features, shards, cardinality: (5, 80))
     dataset = _clips_dataset(90, 3)
