@@ -223,6 +223,7 @@ def _summary(path: str, header_path: str, header: dict) -> dict:
             "ragged_rank": feature.get("ragged_rank", 0),
             "row_splits_dtype": feature.get("row_splits_dtype") if feature.get(
                 "ragged_rank") else None,
+            "tensor_name": feature.get("tensor_name"),
         })
     shards = [dict(s) for s in header["shards"]]
     for shard in shards:
@@ -257,7 +258,12 @@ def _inspect_text(info: dict) -> str:
     ]
     rows = [(f["name"], f["dtype"], _shape(f["shape"]), f["encoding"], str(f["ragged_rank"]))
             for f in info["features"]]
-    lines += _table(("feature", "dtype", "shape", "encoding", "ragged rank"), rows, right=(4,))
+    titles = ("feature", "dtype", "shape", "encoding", "ragged rank")
+    if any(f["tensor_name"] is not None for f in info["features"]):  # tf.TensorSpec names
+        rows = [row + ("-" if f["tensor_name"] is None else json.dumps(f["tensor_name"]),)
+                for row, f in zip(rows, info["features"])]
+        titles += ("tensor name",)
+    lines += _table(titles, rows, right=(4,))
     lines += ["", f"structure: {_structure(info['structure'])}", ""]
     rows = [(s["file"], _count(s["num_records"]), _count(s["num_bytes"])) for s in info["shards"]]
     if len(rows) > 1:

@@ -154,6 +154,28 @@ def test_inspect_json_is_the_header_for_scripts(saved):
     assert info["num_bytes"] == sum(shard(saved, i).stat().st_size for i in range(2))
 
 
+def test_inspect_shows_tensor_names_where_the_header_has_them(tmp_path):
+    """tf.TensorSpec names (from_generator's output_signature keeps them) are a column of
+    inspect's table, quoted, and a field of its JSON; a feature without one shows "-"."""
+    path = str(tmp_path / "named.tfrecord")
+    super_serial.save(tf.data.Dataset.from_generator(
+        lambda: iter([{"x": np.float32(i), "y": i, "z": b"a b"} for i in range(3)]),
+        output_signature={"x": tf.TensorSpec([], tf.float32, name="my x"),
+                          "y": tf.TensorSpec([], tf.int64),
+                          "z": tf.TensorSpec([], tf.string, name="")}), path)
+
+    result = run("inspect", path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert re.search(r"^feature +dtype +shape +encoding +ragged rank +tensor name$",
+                     result.stdout, re.M), result.stdout
+    assert next(line for line in lines if line.startswith("x ")).endswith('0  "my x"')
+    assert next(line for line in lines if line.startswith("y ")).endswith("0  -")
+    assert next(line for line in lines if line.startswith("z ")).endswith('0  ""')
+    info = json.loads(run("inspect", path, "--json").stdout)
+    assert [f["tensor_name"] for f in info["features"]] == ["my x", None, ""]
+
+
 # ---- verify -------------------------------------------------------------------------------
 
 
