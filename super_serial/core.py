@@ -826,7 +826,11 @@ _LIST_TAG = {"bytes": 0x0A, "raw": 0x0A, "float": 0x12, "int64": 0x1A}  # Featur
 # `_word_varints` (2026-12-03), NumPy alone is the faster up to about 256 token ids a row (3.2
 # against 4.9 ms at 64, 5.8 against 8.5 at 128, 12.5 against 13.6 at 256), but whole saves were
 # no faster with the int64 break-even moved (int64 [128]: 19.4 against 20.1 ms, alternating runs
-# of 15; about 500 ids: 48 against 42): encode_proto's parts run on two cores.
+# of 15; about 500 ids: 48 against 42): encode_proto's parts run on two cores. With
+# `_varint_table` (2026-12-03, 22:20 UTC), NumPy's were the faster for rows of one width whose
+# values are in it (saves of 2,500 int64 [128] below 30,000: 11.0-11.7 against 13.3-14.4 ms,
+# alternating runs of 15), which therefore stay with NumPy; [None] rows did not gain (one
+# dataset 29.7 against 31.8 ms, another 46 against 40, faulting twice the pages).
 _TF_LIST_VALUES = {"int64": 64, "bytes": 4}
 _ENCODE_PARTS = max(1, min(8, os.cpu_count() or 1))  # parts it encodes them in, one a core
 _WIDE = 256  # rows at least this wide are copied row by row instead of by fancy indexing
@@ -899,7 +903,8 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return values.astype(np.uint8), np.ones(values.size, np.uint8)
     most = (top.bit_length() + 6) // 7  # bytes of the longest varint
     if most <= 8:  # each varint in one word, a slice of the values at a time
-        pieces = [_word_varints(values[i : i + _VARINT_SLICE], most)
+        encode = _table_varints if top < _VARINT_TABLE else _word_varints
+        pieces = [encode(values[i : i + _VARINT_SLICE], most)
                   for i in range(0, values.size, _VARINT_SLICE)]
         if len(pieces) == 1:
             return pieces[0]
@@ -925,6 +930,9 @@ def _varint_lengths(values: np.ndarray, most: int) -> np.ndarray:
 # Values `_word_varints` encodes at a time, so that its temporaries stay in the CPU's caches
 # (1.25 million token ids: 10-14 ms in slices of 65,536, about 24 ms in one)
 _VARINT_SLICE = 1 << 16
+# Varints of values below this (3 bytes at most: token ids, pixels, small counts) are looked up
+# in a table (`_table_varints`): 1.25 million token ids below 30,000 took 8.3 ms against 14-16
+_VARINT_TABLE = 1 << 16
 # By a varint's length n: its "more bytes follow" bits, and which of its word's bytes it uses
 _MORE_BITS = [sum(0x80 << 8 * i for i in range(n - 1)) for n in range(9)]
 _USED_BYTES = [sum(1 << 8 * i for i in range(n)) for n in range(9)]
@@ -933,8 +941,19 @@ _USED_BYTES = [sum(1 << 8 * i for i in range(n)) for n in range(9)]
 def _word_varints(values: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
     """`_varints` of unsigned values of at most `most` (<= 8) varint bytes: each varint laid
     out in the little-endian bytes of one word, then the bytes it leaves unused dropped."""
-    word = np.dtype(np.uint32 if most <= 4 else np.uint64)
-    x = values.astype(word)
+    return _drop_unused(*_varint_words(values.astype(np.uint32 if most <= 4 else np.uint64),
+                                       most))
+
+
+def _table_varints(values: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_word_varints` of values below `_VARINT_TABLE`, their words looked up in a table."""
+    index = values.astype(np.intp, copy=False)
+    return _drop_unused(*(column[index] for column in _varint_table()))
+
+
+def _varint_words(x: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each value's varint in the little-endian bytes of a word of x's dtype: (the words, words
+    whose bytes are 1 where the varint uses that byte, the varints' lengths)."""
     lengths = _varint_lengths(x, most)
     out = x & 0x7F
     group = np.empty_like(x)
@@ -942,9 +961,18 @@ def _word_varints(values: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray
         np.left_shift(x, k, out=group)
         group &= 0x7F << (8 * k)
         out |= group
-    out |= np.array(_MORE_BITS[: most + 1], word)[lengths]
-    used = _little_endian_bytes(np.array(_USED_BYTES[: most + 1], word)[lengths]).view(bool)
-    return np.compress(used, _little_endian_bytes(out)), lengths
+    out |= np.array(_MORE_BITS[: most + 1], x.dtype)[lengths]
+    return out, np.array(_USED_BYTES[: most + 1], x.dtype)[lengths], lengths
+
+
+def _drop_unused(words: np.ndarray, used: np.ndarray, lengths: np.ndarray) -> tuple:
+    return np.compress(_little_endian_bytes(used).view(bool), _little_endian_bytes(words)), lengths
+
+
+@functools.lru_cache(maxsize=1)
+def _varint_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_varint_words` of every value below `_VARINT_TABLE` (576 KiB)."""
+    return _varint_words(np.arange(_VARINT_TABLE, dtype=np.uint32), 3)
 
 
 def _varint_col(lengths: np.ndarray) -> _Col:
@@ -1031,11 +1059,13 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     Mirrored by `_Decoder._parse_specs` and `_raw_fixed` / `_raw_ragged`.
 
     Long lists of integers or strings in a tensor are encoded by TensorFlow's encode_proto
-    (`_tf_lists`), faster there than NumPy's varints or Python's strings.
+    (`_tf_lists`), faster there than NumPy's varints or Python's strings; but not rows of one
+    width whose integers all have a varint in `_varint_table`.
     """
     if isinstance(values, tf.Tensor):  # of any shape
         if encoding in _TF_LIST_VALUES and _long_lists(encoding, values, splits, rows):
-            return [_tf_lists(encoding, values, splits, rows)]
+            if splits is not None or encoding == "bytes" or not _in_table(_numpy(values)):
+                return [_tf_lists(encoding, values, splits, rows)]
         values = _numpy(values).reshape(-1)
     if encoding in ("float", "raw"):  # one length-delimited field of little-endian bytes
         if encoding == "float":
@@ -1059,6 +1089,10 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
         len(strings),
     )
     return [_group_rows(data, np.diff(offsets), splits, rows)]
+
+
+def _in_table(values: np.ndarray) -> bool:
+    return not values.size or (values.min() >= 0 and values.max() < _VARINT_TABLE)
 
 
 def _long_lists(encoding: str, values: tf.Tensor, splits: np.ndarray | None, rows: int) -> bool:

@@ -237,6 +237,28 @@ def test_varints_of_any_int_dtype(values):
     assert np.asarray(lengths).tolist() == [len(e) for e in expected]
 
 
+@pytest.mark.parametrize("dtype", ["int64", "uint16", "int32"])
+def test_varints_below_the_table_size_are_looked_up(monkeypatch, dtype):
+    """Values below `_VARINT_TABLE` (every one of them, across slices) take their varints from
+    `_varint_table`, the same bytes as the reference; from `_VARINT_TABLE` up, words are built."""
+    monkeypatch.setattr(core, "_VARINT_SLICE", 1000)
+    built = []
+    word_varints = core._word_varints
+    monkeypatch.setattr(core, "_word_varints",
+                        lambda values, most: built.append(most) or word_varints(values, most))
+    values = np.arange(core._VARINT_TABLE, dtype=dtype)[::-1]
+    data, lengths = core._varints(values)
+    expected = [_reference_varint(v) for v in values.tolist()]
+    assert np.asarray(data).tobytes() == b"".join(expected)
+    assert np.asarray(lengths).tolist() == [len(e) for e in expected]
+    assert built == []
+    if np.iinfo(dtype).max >= core._VARINT_TABLE:
+        over = np.array([0, core._VARINT_TABLE, 300], dtype)
+        data, _ = core._varints(over)
+        assert np.asarray(data).tobytes() == b"".join(map(_reference_varint, over.tolist()))
+        assert built == [3]
+
+
 def _varint_lengths(dtype: str) -> list:
     """The varint lengths the values of an integer dtype take (10: negative ones)."""
     info = np.iinfo(dtype)
@@ -460,12 +482,14 @@ def test_long_lists_roundtrip(data, dtype):
 
 def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
     """Fixed shapes, sparse batches (alone or over windows) and ragged components all hand
-    their long integer lists to `_tf_lists`, and short ones to NumPy."""
+    their long integer lists to `_tf_lists`, and short ones to NumPy; so do fixed shapes whose
+    values all have their varints in `_varint_table`."""
     calls = []
     tf_lists = core._tf_lists
     monkeypatch.setattr(core, "_tf_lists", lambda *a: calls.append(a[0]) or tf_lists(*a))
     long = core._TF_LIST_VALUES["int64"]
-    batch = np.arange(3 * 2 * long).reshape(3, 2 * long)
+    batch = np.arange(3 * 2 * long).reshape(3, 2 * long) * 1000  # to 2**17 (and negative)
+    batch[0, 0] = -1
     varying = tf.data.Dataset.from_generator(
         lambda: (row[:len(row) - i] for i, row in enumerate(batch)),
         output_signature=tf.TensorSpec([None], tf.int64))
@@ -478,11 +502,16 @@ def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
         "ragged": tf.data.Dataset.from_tensor_slices(
             tf.RaggedTensor.from_row_lengths(rows, [2, 2, 2])),
         "short": tf.data.Dataset.from_tensor_slices(batch[:, :long - 1]),
+        "fixed, in the table": tf.data.Dataset.from_tensor_slices(
+            np.arange(3 * 2 * long).reshape(3, 2 * long) % core._VARINT_TABLE),
+        "fixed, from the table's size": tf.data.Dataset.from_tensor_slices(
+            np.arange(3 * 2 * long).reshape(3, 2 * long) + core._VARINT_TABLE),
+        "fixed, negative": tf.data.Dataset.from_tensor_slices(-batch - 1),
     }
     for name, dataset in datasets.items():
         calls.clear()
         super_serial.save(dataset, str(tmp_path / f"{name}.tfrecord"))
-        assert calls == ([] if name == "short" else ["int64"]), name
+        assert calls == ([] if name in ("short", "fixed, in the table") else ["int64"]), name
         _assert_same(dataset, list(super_serial.load(str(tmp_path / f"{name}.tfrecord"))))
 
 
