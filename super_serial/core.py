@@ -827,10 +827,11 @@ _LIST_TAG = {"bytes": 0x0A, "raw": 0x0A, "float": 0x12, "int64": 0x1A}  # Featur
 # against 4.9 ms at 64, 5.8 against 8.5 at 128, 12.5 against 13.6 at 256), but whole saves were
 # no faster with the int64 break-even moved (int64 [128]: 19.4 against 20.1 ms, alternating runs
 # of 15; about 500 ids: 48 against 42): encode_proto's parts run on two cores. With
-# `_varint_table` (2026-12-03, 22:20 UTC), NumPy's were the faster for rows of one width whose
-# values are in it (saves of 2,500 int64 [128] below 30,000: 11.0-11.7 against 13.3-14.4 ms,
-# alternating runs of 15), which therefore stay with NumPy; [None] rows did not gain (one
-# dataset 29.7 against 31.8 ms, another 46 against 40, faulting twice the pages).
+# `_varint_table` (2026-12-03, 22:20 UTC), NumPy's are the faster where all values are in it,
+# which therefore stay with NumPy: saves of 2,500 int64 [128] below 30,000 took 12.5 against
+# 14.0 ms, and of 2,500 [None] of about 500: 30.0-33.9 against 32.7-32.8 ms for one dataset,
+# 37.5-38.4 against 38.6-38.7 for another, which faulted 2,000-2,500 pages a save against
+# 4,000 (alternating runs of 15-25; encode_proto pads each part's rows to its longest).
 _TF_LIST_VALUES = {"int64": 64, "bytes": 4}
 _ENCODE_PARTS = max(1, min(8, os.cpu_count() or 1))  # parts it encodes them in, one a core
 _WIDE = 256  # rows at least this wide are copied row by row instead of by fancy indexing
@@ -903,9 +904,9 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return values.astype(np.uint8), np.ones(values.size, np.uint8)
     most = (top.bit_length() + 6) // 7  # bytes of the longest varint
     if most <= 8:  # each varint in one word, a slice of the values at a time
-        encode = _table_varints if top < _VARINT_TABLE else _word_varints
-        pieces = [encode(values[i : i + _VARINT_SLICE], most)
-                  for i in range(0, values.size, _VARINT_SLICE)]
+        encode, step = ((_table_varints, _TABLE_SLICE) if top < _VARINT_TABLE
+                        else (_word_varints, _VARINT_SLICE))
+        pieces = [encode(values[i : i + step], most) for i in range(0, values.size, step)]
         if len(pieces) == 1:
             return pieces[0]
         return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
@@ -933,6 +934,13 @@ _VARINT_SLICE = 1 << 16
 # Varints of values below this (3 bytes at most: token ids, pixels, small counts) are looked up
 # in a table (`_table_varints`): 1.25 million token ids below 30,000 took 8.3 ms against 14-16
 _VARINT_TABLE = 1 << 16
+# Values `_table_varints` encodes at a time. Each of its temporaries then stays under glibc's
+# 128 KiB mmap threshold (np.compress's index array, 8 bytes for each byte kept, is the
+# largest), so that it reuses memory instead of faulting fresh pages in. Where that threshold
+# had not moved up, saves of 2,500 lists of about 500 token ids faulted 2,400-2,700 pages in
+# slices of 4,096 against 7,300-10,400 in slices of 8,192-65,536 (36.5 against 39.6-44.5 ms);
+# with no faults, 1.25 million ids took 10.7 ms against 9.3-12.1.
+_TABLE_SLICE = 1 << 12
 # By a varint's length n: its "more bytes follow" bits, and which of its word's bytes it uses
 _MORE_BITS = [sum(0x80 << 8 * i for i in range(n - 1)) for n in range(9)]
 _USED_BYTES = [sum(1 << 8 * i for i in range(n)) for n in range(9)]
@@ -1059,12 +1067,12 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     Mirrored by `_Decoder._parse_specs` and `_raw_fixed` / `_raw_ragged`.
 
     Long lists of integers or strings in a tensor are encoded by TensorFlow's encode_proto
-    (`_tf_lists`), faster there than NumPy's varints or Python's strings; but not rows of one
-    width whose integers all have a varint in `_varint_table`.
+    (`_tf_lists`), faster there than NumPy's varints or Python's strings; but not integers that
+    all have their varint in `_varint_table`.
     """
     if isinstance(values, tf.Tensor):  # of any shape
         if encoding in _TF_LIST_VALUES and _long_lists(encoding, values, splits, rows):
-            if splits is not None or encoding == "bytes" or not _in_table(_numpy(values)):
+            if encoding == "bytes" or not _in_table(_numpy(values)):
                 return [_tf_lists(encoding, values, splits, rows)]
         values = _numpy(values).reshape(-1)
     if encoding in ("float", "raw"):  # one length-delimited field of little-endian bytes

@@ -241,7 +241,7 @@ def test_varints_of_any_int_dtype(values):
 def test_varints_below_the_table_size_are_looked_up(monkeypatch, dtype):
     """Values below `_VARINT_TABLE` (every one of them, across slices) take their varints from
     `_varint_table`, the same bytes as the reference; from `_VARINT_TABLE` up, words are built."""
-    monkeypatch.setattr(core, "_VARINT_SLICE", 1000)
+    monkeypatch.setattr(core, "_TABLE_SLICE", 1000)
     built = []
     word_varints = core._word_varints
     monkeypatch.setattr(core, "_word_varints",
@@ -482,7 +482,7 @@ def test_long_lists_roundtrip(data, dtype):
 
 def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
     """Fixed shapes, sparse batches (alone or over windows) and ragged components all hand
-    their long integer lists to `_tf_lists`, and short ones to NumPy; so do fixed shapes whose
+    their long integer lists to `_tf_lists`, and short ones to NumPy; so do all of them whose
     values all have their varints in `_varint_table`."""
     calls = []
     tf_lists = core._tf_lists
@@ -507,11 +507,14 @@ def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
         "fixed, from the table's size": tf.data.Dataset.from_tensor_slices(
             np.arange(3 * 2 * long).reshape(3, 2 * long) + core._VARINT_TABLE),
         "fixed, negative": tf.data.Dataset.from_tensor_slices(-batch - 1),
+        "sparse, in the table": varying.map(lambda row: row % core._VARINT_TABLE),
+        "ragged, in the table": tf.data.Dataset.from_tensor_slices(
+            tf.RaggedTensor.from_row_lengths(rows % core._VARINT_TABLE, [2, 2, 2])),
     }
     for name, dataset in datasets.items():
         calls.clear()
         super_serial.save(dataset, str(tmp_path / f"{name}.tfrecord"))
-        assert calls == ([] if name in ("short", "fixed, in the table") else ["int64"]), name
+        assert calls == ([] if name == "short" or "in the table" in name else ["int64"]), name
         _assert_same(dataset, list(super_serial.load(str(tmp_path / f"{name}.tfrecord"))))
 
 
