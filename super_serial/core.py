@@ -1536,14 +1536,23 @@ def _join(folder: str, name: str) -> str:
     return f"{folder}/{name}" if folder else name
 
 
+# What sizes from the spec assume where it cannot tell: the values of an unknown dim, the bytes
+# of a string, and a feature's own bytes in a record besides its values (key, tags, lengths)
+_GUESSED_DIM = 64
+_GUESSED_STRING_BYTES = 32
+_FEATURE_BYTES = 16
+
+
 def _element_bytes(feature: _Feature) -> int:
-    itemsize = 32 if feature.dtype.name == "string" else feature.dtype.tf_dtype.size
-    return itemsize * _element_values(feature) + 16
+    """A feature's bytes in one record, as batches and blocks are sized from the spec."""
+    string = feature.dtype.name == "string"
+    itemsize = _GUESSED_STRING_BYTES if string else feature.dtype.tf_dtype.size
+    return itemsize * _element_values(feature) + _FEATURE_BYTES
 
 
 def _element_values(feature: _Feature) -> int:
-    """Values an element holds, as sizes are estimated: 64 for each unknown dim."""
-    return math.prod(64 if d is None else d for d in feature.shape)
+    """Values an element holds, as sizes are estimated: `_GUESSED_DIM` for each unknown dim."""
+    return math.prod(_GUESSED_DIM if d is None else d for d in feature.shape)
 
 
 def _block_and_batch_records(features: list, num_shards: int, cardinality: int
@@ -1568,10 +1577,10 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
 def _read_records(features: list, batch_records: int, dataset) -> int:
     """Elements `save` reads at a time: `batch_records`, sized from the element spec, unless
     that size is a guess, and then at most `_READ_COSTLY` or `_READ_RECORDS`, merged into
-    batches afterwards (`_Merger`): where shapes are unknown (64 values for each unknown dim)
-    or strings (32 bytes a string) make it a guess and the pipeline calls a function for each
-    element anyway (`_costly_elements`: a generator of audio clips, a map reading image files),
-    or where strings are the only guess.
+    batches afterwards (`_Merger`): where shapes are unknown (`_GUESSED_DIM` values an unknown dim)
+    or strings (`_GUESSED_STRING_BYTES` a string) make it a guess and the pipeline calls a
+    function for each element anyway (`_costly_elements`: a generator of audio clips, a map
+    reading image files), or where strings are the only guess.
 
     Unknown shapes of a cheap pipeline (arrays in memory, a cache) are read as the spec
     sizes them: a small read costs 0.1 to 0.3 ms, as much as 30 small elements take to
