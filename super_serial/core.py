@@ -937,9 +937,9 @@ _VARINT_TABLE = 1 << 16
 # Values `_table_varints` encodes at a time. Each of its temporaries then stays under glibc's
 # 128 KiB mmap threshold (np.compress's index array, 8 bytes for each byte kept, is the
 # largest), so that it reuses memory instead of faulting fresh pages in. Where that threshold
-# had not moved up, saves of 2,500 lists of about 500 token ids faulted 2,400-2,700 pages in
-# slices of 4,096 against 7,300-10,400 in slices of 8,192-65,536 (36.5 against 39.6-44.5 ms);
-# with no faults, 1.25 million ids took 10.7 ms against 9.3-12.1.
+# had not moved up, saves of 2,500 lists of about 500 token ids faulted 1,480-2,700 pages in
+# slices of 4,096 against 4,750-10,500 in slices of 8,192-65,536 (36.5-37.4 against 38.8-44.5
+# ms); with no faults, 1.25 million ids took 10.7 ms against 9.3-9.8 in 8,192-16,384.
 _TABLE_SLICE = 1 << 12
 # By a varint's length n: its "more bytes follow" bits, and which of its word's bytes it uses
 _MORE_BITS = [sum(0x80 << 8 * i for i in range(n - 1)) for n in range(9)]
@@ -974,6 +974,7 @@ def _varint_words(x: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def _drop_unused(words: np.ndarray, used: np.ndarray, lengths: np.ndarray) -> tuple:
+    """`_varint_words`' words as varints: (their used bytes in order, the lengths)."""
     return np.compress(_little_endian_bytes(used).view(bool), _little_endian_bytes(words)), lengths
 
 

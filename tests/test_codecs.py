@@ -482,8 +482,8 @@ def test_long_lists_roundtrip(data, dtype):
 
 def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
     """Fixed shapes, sparse batches (alone or over windows) and ragged components all hand
-    their long integer lists to `_tf_lists`, and short ones to NumPy; so do all of them whose
-    values all have their varints in `_varint_table`."""
+    their long integer lists to `_tf_lists`, and to NumPy short ones and those whose values all
+    have their varints in `_varint_table`."""
     calls = []
     tf_lists = core._tf_lists
     monkeypatch.setattr(core, "_tf_lists", lambda *a: calls.append(a[0]) or tf_lists(*a))
