@@ -17,7 +17,10 @@ Contenders (alternated round-robin in one process, so machine noise hits all ali
 A save is timed in full (including any header or metadata) into a fresh directory; a
 load is timed from building the dataset until every ``ds.batch(512)`` batch has been
 iterated. Results are medians over ``--repeats`` runs; ratios are ``median / tf.data
-median`` for the same workload and operation, so values <= 1.0 beat tf.data.
+median`` for the same workload and operation, so values <= 1.0 beat tf.data. Each timed
+operation starts after a pause of ``--settle`` seconds (default 0.1), so that work one
+operation leaves running is not timed as the next one's: right after a
+``tf.data.Dataset.load`` of the images, a save of them took up to 4x as long, in system CPU.
 
 ``--memory`` instead measures streaming: each of super_serial and tf.data saves
 ``--memory-gib`` GiB from a generator-backed dataset in a fresh subprocess, which
@@ -280,15 +283,19 @@ def timed_load(loader: LoadFn, target: Path, workload: Workload, spec: dict) -> 
 
 
 def run_once(
-    contender: Contender, workload: Workload, dataset: tf.data.Dataset, workdir: Path, rows: dict
+    contender: Contender, workload: Workload, dataset: tf.data.Dataset, workdir: Path, rows: dict,
+    settle: float = 0.0,
 ) -> None:
-    """Save into a fresh directory, time every loader on it, then delete it."""
+    """Save into a fresh directory, time every loader on it, then delete it; each timed
+    operation after a pause of `settle` seconds."""
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
     try:
+        time.sleep(settle)
         target, save_seconds = timed_save(contender, dataset, run_dir)
         size = disk_bytes(run_dir)
         record(rows, workload, contender.name, "save", save_seconds, size)
         for label, loader in contender.loaders.items():
+            time.sleep(settle)
             load_seconds = timed_load(loader, target, workload, dataset.element_spec)
             record(rows, workload, label, "load", load_seconds, size)
     finally:
@@ -302,7 +309,8 @@ def record(rows: dict, workload: Workload, label: str, op: str, seconds: float, 
 
 
 def run_workload(
-    workload: Workload, contenders: list[Contender], repeats: int, naive_repeats: int, workdir: Path
+    workload: Workload, contenders: list[Contender], repeats: int, naive_repeats: int,
+    workdir: Path, settle: float = 0.0,
 ) -> dict:
     """Round-robin: every repeat runs each contender once, rotating who goes first."""
     dataset = tf.data.Dataset.from_tensor_slices(workload.arrays)
@@ -314,7 +322,7 @@ def run_workload(
                 continue
             progress = f"  {workload.name}: run {repeat + 1}/{repeats} {contender.name}"
             print(progress, file=sys.stderr)
-            run_once(contender, workload, dataset, workdir, rows)
+            run_once(contender, workload, dataset, workdir, rows, settle)
     return rows
 
 
@@ -610,6 +618,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         default=list(ALL_CONTENDERS),
                         help="comma-separated contenders (default: all of "
                         f"{','.join(ALL_CONTENDERS)})")
+    parser.add_argument("--settle", type=float, default=0.1,
+                        help="seconds to pause before each timed save and load, so that work "
+                        "one leaves running is not timed as the next one's (default: 0.1)")
     parser.add_argument("--skip-naive", action="store_true",
                         help="do not run the naive writer, by far the slowest contender")
     parser.add_argument("--naive-repeats", type=int, default=None,
@@ -633,6 +644,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.settle < 0:
+        parser.error("--settle must be >= 0")
     if args.skip_naive and "naive" in args.contenders:
         args.contenders.remove("naive")
     if args.naive_repeats is None:
@@ -641,12 +654,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def run_benchmark(args, workdir: Path) -> None:
-    print_lines(machine_info(), args.markdown)
+    print_lines(machine_info() + [f"pause before each timed run: {args.settle:g} s"],
+                args.markdown)
     contenders = [CONTENDERS[name] for name in args.contenders]
     workloads = [build_workload(name, args.scale) for name in args.workloads]
     rows: dict = {}
     for workload in workloads:
-        rows.update(run_workload(workload, contenders, args.repeats, args.naive_repeats, workdir))
+        rows.update(run_workload(workload, contenders, args.repeats, args.naive_repeats, workdir,
+                                 args.settle))
     print()
     print(format_table(COLUMNS, table_rows(rows), args.markdown))
     print()

@@ -8,7 +8,7 @@ every element with a tf.data map, 20-40 us an element on 2 cores, both sides ali
 measure itself more than the loaders.) Prints medians and the ratios super_serial / tf.data
 (<= 1.0 is better), also for ``load(..., batch_size=512)`` against what gives the same batches:
 ``tf.data.Dataset.load`` with ``.batch(512)``, or ``.ragged_batch(512)`` where dense shapes
-vary.
+vary. Each timed operation starts after a pause of ``--settle`` seconds, as in bench.py.
 
 Usage::
 
@@ -94,8 +94,9 @@ def iterate(dataset, varying: bool) -> None:
         pass
 
 
-def measure(dataset, varying: bool, work: Path, repeats: int) -> dict:
-    """Median seconds of each operation, the contenders alternating within each repeat."""
+def measure(dataset, varying: bool, work: Path, repeats: int, settle: float = 0.0) -> dict:
+    """Median seconds of each operation, the contenders alternating within each repeat, each
+    after a pause of `settle` seconds."""
     ours, theirs = str(work / "data.tfrecord"), str(work / "tfdata")
     iterate(dataset, varying)  # fill the cache
     runs = {
@@ -114,6 +115,7 @@ def measure(dataset, varying: bool, work: Path, repeats: int) -> dict:
         run()
     for _ in range(repeats):
         for name, run in runs.items():
+            time.sleep(settle)
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)
@@ -124,15 +126,17 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--elements", type=int, default=20_000, help="per schema")
     parser.add_argument("--repeats", type=int, default=7, help="runs per operation")
+    parser.add_argument("--settle", type=float, default=0.1,
+                        help="seconds to pause before each timed run (default: 0.1)")
     args = parser.parse_args(argv)
     print(f"{args.elements:,} elements per schema, medians of {args.repeats} runs, "
-          f"tensorflow {tf.__version__}, {os.cpu_count()} cpus")
+          f"tensorflow {tf.__version__}, {os.cpu_count()} cpus, {args.settle:g} s pauses")
     header = ("schema", "save", "load", "load(batch_size=512)")
     print(f"{header[0]:46s} {header[1]:>6s} {header[2]:>6s} {header[3]:>21s}")
     for name, (dataset, varying) in schemas(args.elements).items():
         work = Path(tempfile.mkdtemp(prefix="schemas-"))
         try:
-            m = measure(dataset, varying, work, args.repeats)
+            m = measure(dataset, varying, work, args.repeats, args.settle)
         finally:
             shutil.rmtree(work)
         save = m["save super_serial"] / m["save tf.data"]

@@ -110,3 +110,36 @@ def test_schema_benchmark_runs_at_tiny_scale():
             if re.search(r"(\s+\d+\.\d\d){3}$", line)]
     assert len(rows) == 11, result.stdout
     assert any(row.startswith("float32 [2, None]") for row in rows), result.stdout
+
+
+def test_every_timed_run_starts_after_the_settle_pause(tmp_path, monkeypatch):
+    """Work one contender leaves running (tf.data's load, for some tens of ms) must not be
+    timed as the next one's: each save and each load starts right after a pause of
+    `settle` seconds, and the pause itself is not timed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_under_test", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)  # for its dataclasses
+    spec.loader.exec_module(bench)
+    events = []
+    monkeypatch.setattr(bench.time, "sleep", lambda seconds: events.append(("pause", seconds)))
+    timed_save, timed_load = bench.timed_save, bench.timed_load
+    monkeypatch.setattr(bench, "timed_save", lambda contender, *a: events.append(
+        ("save", contender.name)) or timed_save(contender, *a))
+    monkeypatch.setattr(bench, "timed_load", lambda loader, *a: events.append(
+        ("load", loader.__name__)) or timed_load(loader, *a))
+    workload = bench.build_workload("tabular", 0.0005)
+    contenders = [bench.CONTENDERS["super_serial"], bench.CONTENDERS["tf.data"]]
+
+    rows = bench.run_workload(workload, contenders, 2, 0, tmp_path, settle=0.25)
+
+    runs = [e for e in events if e[0] != "pause"]
+    assert len(runs) == 2 * (3 + 2)  # 2 repeats: super_serial's save and 2 loads, tf.data's 2
+    for i, event in enumerate(events):
+        if event[0] != "pause":
+            assert events[i - 1] == ("pause", 0.25), (i, events[: i + 1])
+    assert all(len(row.seconds) == 2 for row in rows.values())
+    args = bench.parse_args([])
+    assert args.settle == 0.1
+    assert bench.parse_args(["--settle", "0"]).settle == 0
