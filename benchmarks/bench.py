@@ -20,7 +20,7 @@ iterated. Results are medians over ``--repeats`` runs; ratios are ``median / tf.
 median`` for the same workload and operation, so values <= 1.0 beat tf.data. Each timed
 operation starts after a pause of ``--settle`` seconds (default 0.1), so that work one
 operation leaves running is not timed as the next one's: right after a
-``tf.data.Dataset.load`` of the images, a save of them took up to 4x as long, in system CPU.
+``tf.data.Dataset.load`` of the images, a save of them took up to 4.5x as long, in system CPU.
 
 ``--memory`` instead measures streaming: each of super_serial and tf.data saves
 ``--memory-gib`` GiB from a generator-backed dataset in a fresh subprocess, which

@@ -115,7 +115,7 @@ def test_schema_benchmark_runs_at_tiny_scale():
 def test_every_timed_run_starts_after_the_settle_pause(tmp_path, monkeypatch):
     """Work one contender leaves running (tf.data's load, for some tens of ms) must not be
     timed as the next one's: each save and each load starts right after a pause of
-    `settle` seconds, and the pause itself is not timed."""
+    `settle` seconds, outside the timed call."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_under_test", BENCH)
@@ -136,10 +136,35 @@ def test_every_timed_run_starts_after_the_settle_pause(tmp_path, monkeypatch):
 
     runs = [e for e in events if e[0] != "pause"]
     assert len(runs) == 2 * (3 + 2)  # 2 repeats: super_serial's save and 2 loads, tf.data's 2
-    for i, event in enumerate(events):
+    assert events[0] == ("pause", 0.25)
+    for i, event in enumerate(events[1:], 1):
         if event[0] != "pause":
             assert events[i - 1] == ("pause", 0.25), (i, events[: i + 1])
     assert all(len(row.seconds) == 2 for row in rows.values())
     args = bench.parse_args([])
     assert args.settle == 0.1
     assert bench.parse_args(["--settle", "0"]).settle == 0
+
+
+def test_schema_benchmark_pauses_before_each_timed_run(tmp_path, monkeypatch):
+    """schemas.py times its runs as bench.py does: each one's clock starts right after a pause
+    of `settle` seconds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("schemas_under_test",
+                                                  REPO_ROOT / "benchmarks" / "schemas.py")
+    schemas = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, schemas)
+    spec.loader.exec_module(schemas)
+    events = []
+    clock = schemas.time.perf_counter
+    monkeypatch.setattr(schemas.time, "sleep", lambda seconds: events.append(("pause", seconds)))
+    monkeypatch.setattr(schemas.time, "perf_counter", lambda: events.append(("clock",)) or clock())
+    dataset, varying = schemas.schemas(16)["float32 [None] (about 500 values)"]
+
+    medians = schemas.measure(dataset, varying, tmp_path, 2, settle=0.25)
+
+    assert len(medians) == 6  # two saves, four loads (varying shapes: ragged_batch too)
+    pauses = [i for i, event in enumerate(events) if event[0] == "pause"]
+    assert len(pauses) == 2 * len(medians)
+    assert all(events[i] == ("pause", 0.25) and events[i + 1] == ("clock",) for i in pauses)
