@@ -892,14 +892,24 @@ def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Returns the bytes of all varints in order and each varint's length (uint8). The work is
     done in the values' own width, so small ints (images of uint8, say) stay cheap.
     """
+    return _unsigned_varints(*_unsigned(values))
+
+
+def _unsigned(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Integers (or bools) as the unsigned ints their varints encode: of their own width, or
+    int64's two's complement where any is negative; and the largest of them."""
     if values.dtype.kind == "b":
         values = values.view(np.uint8)
     elif values.dtype.kind == "i":
         if values.size and values.min() < 0:
-            values = values.astype(np.int64).view(np.uint64)
+            values = values.astype(np.int64, copy=False).view(np.uint64)
         else:
             values = values.view(f"u{values.dtype.itemsize}")
-    top = int(values.max()) if values.size else 0
+    return values, int(values.max()) if values.size else 0
+
+
+def _unsigned_varints(values: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_varints` of `_unsigned`'s values, the largest `top`."""
     if top < 0x80:
         return values.astype(np.uint8), np.ones(values.size, np.uint8)
     most = (top.bit_length() + 6) // 7  # bytes of the longest varint
@@ -1071,11 +1081,12 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     (`_tf_lists`), faster there than NumPy's varints or Python's strings; but not integers that
     all have their varint in `_varint_table`.
     """
+    tensor, long = values, False
     if isinstance(values, tf.Tensor):  # of any shape
-        if encoding in _TF_LIST_VALUES and _long_lists(encoding, values, splits, rows):
-            if encoding == "bytes" or not _in_table(_numpy(values)):
-                return [_tf_lists(encoding, values, splits, rows)]
-        values = _numpy(values).reshape(-1)
+        long = encoding in _TF_LIST_VALUES and _long_lists(encoding, values, splits, rows)
+        if long and encoding == "bytes":
+            return [_tf_lists(encoding, tensor, splits, rows)]
+        values = _numpy(tensor).reshape(-1)
     if encoding in ("float", "raw"):  # one length-delimited field of little-endian bytes
         if encoding == "float":
             values = values.astype(np.float32, copy=False)
@@ -1084,7 +1095,10 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
             return _wrap(b"\x0a", [_Col(data.reshape(rows, data.size // rows))], rows)
         return _wrap(b"\x0a", [_Col(data, np.diff(splits) * values.dtype.itemsize)], rows)
     if encoding == "int64":  # packed varints of the values as int64
-        data, sizes = _varints(values)
+        unsigned, top = _unsigned(values)
+        if long and top >= _VARINT_TABLE:  # or negative
+            return [_tf_lists(encoding, tensor, splits, rows)]
+        data, sizes = _unsigned_varints(unsigned, top)
         return _wrap(b"\x0a", [_group_rows(data, sizes, splits, rows)], rows)
     # bytes: one length-delimited field per string
     strings = values.tolist()
@@ -1098,10 +1112,6 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
         len(strings),
     )
     return [_group_rows(data, np.diff(offsets), splits, rows)]
-
-
-def _in_table(values: np.ndarray) -> bool:
-    return not values.size or (values.min() >= 0 and values.max() < _VARINT_TABLE)
 
 
 def _long_lists(encoding: str, values: tf.Tensor, splits: np.ndarray | None, rows: int) -> bool:
