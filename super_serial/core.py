@@ -459,7 +459,7 @@ def _interrupted(header_path: str) -> str:
     head = probe[:probe.rindex(token)]
     tail = probe[len(head) + len(token):]
     try:
-        names = tf.io.gfile.listdir(_dirname(header_path) or ".")
+        names = tf.io.gfile.listdir(_listable(_dirname(header_path)))
     except tf.errors.OpError:
         return ""
     if not any(len(n) == len(probe) and n.startswith(head) and n.endswith(tail) for n in names):
@@ -1417,7 +1417,8 @@ def _make_folders(*paths: str) -> list:
     made = []
     for folder in {_dirname(path) for path in paths}:
         missing = []
-        while folder and folder not in missing and not tf.io.gfile.isdir(folder):
+        while (folder and not _is_filesystem_root(folder) and folder not in missing
+               and not tf.io.gfile.isdir(folder)):
             missing.append(folder)
             folder = _dirname(folder)
         if missing:
@@ -1537,6 +1538,15 @@ def _same_place(a: str, b: str) -> bool:
 
 def _dirname(path: str) -> str:
     return path.rpartition("/")[0] if "/" in path else ""
+
+
+def _is_filesystem_root(folder: str) -> bool:
+    """`scheme:/`, what `_dirname` makes of `scheme://name`: not a folder to make or list."""
+    return folder.endswith(":/")
+
+
+def _listable(folder: str) -> str:
+    return f"{folder}/" if _is_filesystem_root(folder) else folder or "."
 
 
 def _basename(path: str) -> str:

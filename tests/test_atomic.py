@@ -479,11 +479,26 @@ def test_ram_filesystem(layout):
     assert_same_elements(replacement, load(tfrecord_path))
 
 
-def test_ram_filesystem_top_level():
+def test_ram_filesystem_top_level(tmp_path, monkeypatch):
+    """`ram://name` has no folder to make: nothing appears in the working directory (the
+    filesystem's root once became a local folder `ram:`), and a save killed among its renames
+    is still named."""
+    monkeypatch.chdir(tmp_path)
     tfrecord_path = f"ram://top-{uuid.uuid4().hex}.tfrecord"
+    header_path = core.default_header_path(tfrecord_path)
     dataset = wide(3)
     save(dataset, tfrecord_path)
     assert_same_elements(dataset, load(tfrecord_path))
+    with pytest.raises((tf.errors.OpError, RuntimeError), match="boom at 300"):
+        save(failing_generator(400, fail_at=300), tfrecord_path)
+    assert_same_elements(dataset, load(tfrecord_path))
+    assert list(tmp_path.iterdir()) == []
+    aside = core._temp_name(header_path, "0123456789ab", ".old")
+    tf.io.gfile.rename(header_path, aside)  # as a save killed after moving the old header aside
+    with pytest.raises(core.HeaderError, match="a save there was interrupted"):
+        load(tfrecord_path, header_path)
+    tf.io.gfile.remove(aside)
+    tf.io.gfile.remove(tfrecord_path)  # leaves the filesystem as it was
 
 
 
