@@ -2331,15 +2331,25 @@ class _RecordFiles:
         return header
 
     def _old_shards(self, header_path: str) -> set:
-        """Shard files of the header being replaced, so a smaller save leaves none behind."""
+        """Shard files of the header being replaced, so a smaller save leaves none behind.
+
+        The header names its files but not their folder, so they are only taken for its own
+        where nothing else claims them: the header is the records' default one, or there is
+        none (which would describe files of those names); and each file has the size the
+        header lists. A header saved with its records elsewhere made a save here delete
+        another dataset's shards of the same names.
+        """
+        default = default_header_path(self.path)
+        if not _same_place(header_path, default) and tf.io.gfile.exists(default):
+            return set()
         try:
             old = _read_header(header_path, self.path)
         except SuperSerialError:
             return set()
         # Only files named as this save names them: a merged header also lists its parts'
         # files, and those belong to the parts.
-        return {s.file for s in old.shards if old.version
-                and _is_save_name(s.file, self.base)}
+        return {s.file for s in old.shards if old.version and _is_save_name(s.file, self.base)
+                and s.num_bytes is not None and _size(_join(self.folder, s.file)) == s.num_bytes}
 
     def abort(self):
         self._aborted = True
@@ -2385,6 +2395,13 @@ def _move_into_place(moves: list, token: str):
         raise
     for backup, _ in aside:
         _remove_quietly(backup)
+
+
+def _size(path: str) -> int | None:
+    try:
+        return tf.io.gfile.stat(path).length
+    except tf.errors.OpError:
+        return None
 
 
 def _remove_quietly(path: str):

@@ -435,6 +435,41 @@ def test_overwrite_removes_only_its_own_shards(tmp_path):
     assert Path(first).read_bytes() == first_bytes
 
 
+def test_a_header_from_another_folder_deletes_no_shards_here(tmp_path):
+    """A header names its shards but not their folder: reusing the header path of records saved
+    elsewhere must not make a save delete the shards of that name here, which belong to the
+    dataset whose header sits beside them."""
+    here, there, meta = (tmp_path / name for name in ("here", "there", "meta"))
+    for folder in (here, there, meta):
+        folder.mkdir()
+    kept = str(here / "data.tfrecord")
+    save(wide(30), kept, num_shards=3)
+    before = snapshot(here)
+    save(wide(30, offset=2.0), str(there / "data.tfrecord"), str(meta / "h.yaml"), num_shards=3)
+    header = save(wide(5, offset=3.0), kept, str(meta / "h.yaml"))  # one file, over `kept`'s name
+    assert {n: b for n, b in snapshot(here).items() if n.endswith("-of-00003")} == {
+        n: b for n, b in before.items() if n.endswith("-of-00003")}
+    assert_same_elements(wide(30), load(kept))
+    assert_same_elements(wide(5, offset=3.0), load(kept, str(meta / "h.yaml")))
+    assert [s["file"] for s in header["shards"]] == ["data.tfrecord"]
+
+
+@pytest.mark.parametrize("resized", [False, True])
+def test_a_custom_header_removes_its_own_stale_shards_only(tmp_path, resized):
+    """With no default header beside the records, a custom header's old shards are its own when
+    they have the sizes it lists: a smaller save removes them; one of another size stays."""
+    tfrecord_path, header_path = str(tmp_path / "data.tfrecord"), str(tmp_path / "meta.yaml")
+    save(wide(30), tfrecord_path, header_path, num_shards=3)
+    last = tmp_path / "data.tfrecord-00002-of-00003"
+    if resized:  # as files of another dataset, not those the header describes
+        last.write_bytes(last.read_bytes() + b"x")
+    header = save(wide(5, offset=3.0), tfrecord_path, header_path)
+    left = {"data.tfrecord", "meta.yaml"} | ({last.name} if resized else set())
+    assert set(os.listdir(tmp_path)) == left
+    assert_same_elements(wide(5, offset=3.0), load(tfrecord_path, header_path))
+    assert header["num_records"] == 5
+
+
 def test_overwrite_never_deletes_unrelated_files(paths):
     """An edited old header listing some other file must not make the next save delete it."""
     tfrecord_path, header_path = paths
