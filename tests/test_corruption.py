@@ -501,6 +501,28 @@ def test_legacy_truncated_file_names_the_file(legacy):
         verify(tfrecord_path, header_path)
 
 
+@pytest.mark.parametrize("cut", [0, 1, 11])
+@pytest.mark.parametrize("records", [0, 1, 1050])
+def test_legacy_file_cut_inside_a_records_framing_names_the_file(legacy, records, cut):
+    """TensorFlow's reader takes a file that ends within a record's 12-byte length header for
+    one that ends before it: an original-module file cut there loaded one record short (or,
+    cut under 12 bytes, empty) without an error. A cut between records cannot be told apart
+    from a shorter file (those headers hold no counts): cut 0 only when the header could not
+    hold the record."""
+    tfrecord_path, header_path = legacy
+    data = Path(tfrecord_path).read_bytes()
+    offset = record_spans(data)[records][0]
+    Path(tfrecord_path).write_bytes(data[: offset + cut])
+    if not cut:  # a whole number of records
+        assert iterate(tfrecord_path, header_path) == records
+        return
+    with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}: {cut} bytes after its last "
+                                               f"whole record \\(record {records}\\)"):
+        iterate(tfrecord_path, header_path)
+    with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}: {cut} bytes after"):
+        verify(tfrecord_path, header_path)
+
+
 # ---- a record with a valid checksum that is not a tf.train.Example -----------------------------
 
 # Example{features: 161 bytes follow} but only 12 do: the parser rejects it, and TensorFlow's
