@@ -2698,6 +2698,7 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
         seed = number
     header = _read_header(header_path, tfrecord_path)
     paths = _shard_paths(header, tfrecord_path)
+    _check_names(header, tfrecord_path, header_path)
     if not header.version:
         header = _count_records(header, paths[0])
     _check_files(header, paths, header_path)
@@ -2751,6 +2752,21 @@ def _count_records(header: _Header, path: str) -> _Header:
             "file is truncated inside a record, or has bytes appended")
     shard = dataclasses.replace(header.shards[0], num_records=count)
     return dataclasses.replace(header, num_records=count, shards=(shard,))
+
+
+def _check_names(header: _Header, tfrecord_path: str, header_path: str):
+    """A header names its record files, and `tfrecord_path` gives only their folder: a header
+    copied beside a copy of its records would make `load` read the original ones. Refused
+    where a file is at `tfrecord_path` and the header lists none named for it (a merged
+    header lists its parts' files, and nothing is at its own path)."""
+    base = _basename(tfrecord_path)
+    if not header.version or any(_is_save_name(s.file, base) for s in header.shards):
+        return
+    if tf.io.gfile.exists(tfrecord_path) and not tf.io.gfile.isdir(tfrecord_path):
+        raise HeaderError(
+            f"{header_path}: lists the record files {_short(header.shards[0].file)}"
+            f"{', ...' if len(header.shards) > 1 else ''}, not {tfrecord_path}, which is there "
+            "too: the header was saved with other records (copied or renamed beside these?)")
 
 
 def _check_files(header: _Header, paths: list, header_path: str):

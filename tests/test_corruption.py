@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 import threading
@@ -460,6 +461,28 @@ def test_default_header_missing(paths):
     save(dataset(5), tfrecord_path, tfrecord_path + ".other.yaml")
     with pytest.raises(HeaderError, match=r"data\.tfrecord\.header\.yaml: header file not found"):
         load(tfrecord_path)
+
+
+@pytest.mark.parametrize("num_shards", [None, 2])
+def test_a_copied_pair_does_not_read_the_original_records(tmp_path, num_shards):
+    """The header names its files and the path gives their folder: a copy of a pair loaded the
+    original's records, and verify passed a corrupt copy."""
+    original, copy = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")
+    save(dataset(10), original, num_shards=num_shards)
+    header = Path(original + ".header.yaml")
+    shutil.copy(header, copy + ".header.yaml")
+    for name in [s["file"] for s in read_header(str(header))["shards"]]:
+        shutil.copy(tmp_path / name, tmp_path / name.replace("a.", "b.", 1))
+    if num_shards:  # shards only: nothing at b.tfrecord itself names the records
+        Path(copy).write_bytes(b"")
+    listed = "a.tfrecord-00000-of-00002', ..." if num_shards else "a.tfrecord'"
+    for call in (load, verify):
+        with pytest.raises(HeaderError, match=f"b.tfrecord.header.yaml: lists the record files "
+                                              f"'{re.escape(listed)}, not {copy}, which is there"):
+            call(copy)
+    assert iterate(original) == 10  # the original still loads
+    Path(copy).unlink()  # nothing there: the files listed, in the folder given, as for a merge
+    assert iterate(copy) == 10
 
 
 # ---- headers of the original module: no sizes or counts, but errors still name the file -------
