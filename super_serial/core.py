@@ -2757,16 +2757,20 @@ def _count_records(header: _Header, path: str) -> _Header:
 def _check_names(header: _Header, tfrecord_path: str, header_path: str):
     """A header names its record files, and `tfrecord_path` gives only their folder: a header
     copied beside a copy of its records would make `load` read the original ones. Refused
-    where a file is at `tfrecord_path` and the header lists none named for it (a merged
-    header lists its parts' files, and nothing is at its own path)."""
+    where the header lists no file named for `tfrecord_path` but one is there (at the path,
+    or its first shard's name): a merged header lists its parts' files, and has none of its
+    own."""
     base = _basename(tfrecord_path)
     if not header.version or any(_is_save_name(s.file, base) for s in header.shards):
         return
-    if tf.io.gfile.exists(tfrecord_path) and not tf.io.gfile.isdir(tfrecord_path):
-        raise HeaderError(
-            f"{header_path}: lists the record files {_short(header.shards[0].file)}"
-            f"{', ...' if len(header.shards) > 1 else ''}, not {tfrecord_path}, which is there "
-            "too: the header was saved with other records (copied or renamed beside these?)")
+    folder = _dirname(tfrecord_path)
+    for name in dict.fromkeys([base, shard_file_names(base, len(header.shards))[0]]):
+        path = _join(folder, name)
+        if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+            raise HeaderError(
+                f"{header_path}: lists the record files {_short(header.shards[0].file)}"
+                f"{', ...' if len(header.shards) > 1 else ''}, not {path}, which is there too: "
+                "the header was saved with other records (copied or renamed beside these?)")
 
 
 def _check_files(header: _Header, paths: list, header_path: str):
