@@ -2030,6 +2030,7 @@ class _FramedFile:
     def __init__(self, path: str):
         # Local files get os.pwritev, straight from the records without a joined copy, each
         # batch at its offset; other filesystems (and systems without pwritev) GFile.
+        self.path = path
         self.fd = os.open(_local(path), _NEW_FILE_FLAGS, 0o666) if (
             _is_local(path) and hasattr(os, "pwritev")) else None
         self.file = tf.io.gfile.GFile(path, "wb") if self.fd is None else None
@@ -2063,12 +2064,15 @@ class _FramedFile:
             start, before = stop, before + size
 
     def _pwritev(self, chunk: list, size: int, offset: int):
-        written = os.pwritev(self.fd, chunk, offset)
-        if written < size:  # short write: the rest one call at a time
-            rest = memoryview(b"".join(chunk))[written:]
-            while rest:
-                rest = rest[os.pwrite(self.fd, rest, offset + written):]
-                written = size - len(rest)
+        try:
+            written = os.pwritev(self.fd, chunk, offset)
+            if written < size:  # short write: the rest one call at a time
+                rest = memoryview(b"".join(chunk))[written:]
+                while rest:
+                    rest = rest[os.pwrite(self.fd, rest, offset + written):]
+                    written = size - len(rest)
+        except OSError as e:  # a full disk, say: named by the file, as GFile's errors are
+            raise OSError(e.errno, e.strerror, _local(self.path)) from None
 
     def close(self):  # closing twice is fine, as for TFRecordWriter
         if self.file is not None:

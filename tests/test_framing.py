@@ -103,6 +103,29 @@ def test_short_writes_are_completed(tmp_path, monkeypatch):
     assert calls.count("pwritev") == 2 and calls.count("pwrite") > 2
 
 
+@pytest.mark.parametrize("num_shards", [None, 2])
+def test_a_full_disk_names_the_file_and_keeps_the_previous_pair(tmp_path, monkeypatch,
+                                                                 num_shards):
+    """os.pwritev's OSError named no file; it now names the temporary being written, beside the
+    destination, and the previous files stay as they were."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    previous = tf.data.Dataset.from_tensor_slices({"x": np.arange(6.0)})
+    save(previous, tfrecord_path, num_shards=num_shards)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def full(fd, buffers, offset):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(core.os, "pwritev", full)
+    temporary = r"'.*/\.data\.tfrecord\.[0-9a-f]{12}\.tmp\d*'"
+    with pytest.raises(OSError, match=rf"^\[Errno 28\] No space left on device: {temporary}$"):
+        save(tf.data.Dataset.from_tensor_slices({"x": np.arange(9.0)}), tfrecord_path,
+             num_shards=num_shards)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert_same_elements(previous, load(tfrecord_path))
+
+
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(st.lists(st.binary(max_size=2000), max_size=40))
 def test_frame_matches_tfrecordwriter_for_any_records(tmp_path_factory, records):
