@@ -1392,7 +1392,7 @@ def save(
                       "sequential" if shard_size else "round_robin", FORMAT_VERSION)
     _check_reads_back(planned, tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
-    _check_paths(tfrecord_path, header_path)
+    _check_paths(tfrecord_path, header_path, sharded=bool(shard_size) or (num_shards or 1) > 1)
     made = _make_folders(tfrecord_path, header_path)
     try:
         header, written = _save_records(dataset, tfrecord_path, header_path, planned,
@@ -1507,13 +1507,21 @@ def _check_compression(compression):
     raise ValueError(f"compression must be one of None, 'GZIP', 'ZLIB'; got {compression!r}")
 
 
-def _check_paths(tfrecord_path: str, header_path: str):
+def _check_paths(tfrecord_path: str, header_path: str, sharded: bool):
     """ValueError, before save writes anything, where its files would land on a folder or on
     each other: the header on the records (or on a name of their shards, which a save there
-    removes), which would lose both."""
+    removes), which would lose both; or where a local file's name (a shard's, if `sharded`)
+    would be too long, which the renames at the end would find only after all the writing."""
     for path in (tfrecord_path, header_path):
         if _is_local(path) and os.path.isdir(_local(path)):
             raise ValueError(f"{path!r} is a folder; save needs a file name there")
+    names = ((tfrecord_path, shard_file_names(_basename(tfrecord_path), 2 if sharded else 1)[0]),
+             (header_path, _basename(header_path)))
+    for path, name in names:
+        if _is_local(path) and len(name.encode()) > _MAX_NAME_BYTES:
+            raise ValueError(f"{path!r}: a file name of {len(name.encode())} bytes "
+                             f"({'its shards: ' if name != _basename(path) else ''}{name!r}) "
+                             f"is longer than the {_MAX_NAME_BYTES} most filesystems allow")
     folder, name = _dirname(header_path), _basename(header_path)
     if _same_place(folder, _dirname(tfrecord_path)) and _is_save_name(
             name, _basename(tfrecord_path)):

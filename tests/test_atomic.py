@@ -540,6 +540,27 @@ def test_ram_filesystem_top_level(tmp_path, monkeypatch):
 # ---- paths that would land on each other or on a folder ----------------------------------
 
 
+@pytest.mark.parametrize("name_bytes, header, layout, refused", [
+    (250, None, {}, "a file name of 262 bytes"),  # the default header's name: + .header.yaml
+    (250, "h.yaml", {"num_shards": 2}, "a file name of 265 bytes \\(its shards: "),
+    (250, "h.yaml", {"shard_size": 100}, "a file name of 265 bytes \\(its shards: "),
+    (240, "h.yaml", {"num_shards": 2}, None),  # 255 bytes: the most allowed
+    (250, "h.yaml", {}, None),
+])
+def test_too_long_file_names_are_refused_before_writing(tmp_path, name_bytes, header, layout,
+                                                         refused):
+    """Found only by the renames at the end, after every record was written, they were."""
+    tfrecord_path = str(tmp_path / ("d" * name_bytes))
+    header_path = None if header is None else str(tmp_path / header)
+    if refused:
+        with pytest.raises(ValueError, match=refused + ".*longer than the 255 most filesystems"):
+            save(wide(4), tfrecord_path, header_path, **layout)
+        assert os.listdir(tmp_path) == []
+    else:
+        save(wide(4), tfrecord_path, header_path, **layout)
+        assert_same_elements(wide(4), load(tfrecord_path, header_path))
+
+
 @pytest.mark.parametrize("header_name", ["data.tfrecord", "data.tfrecord-00001-of-00003",
                                          "./data.tfrecord"])
 def test_header_on_the_records_is_refused(tmp_path, header_name, monkeypatch):
