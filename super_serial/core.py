@@ -434,8 +434,13 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
             text = f.read(16 << 20)
     except tf.errors.OpError as e:
         raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
+    loader = _YAML_LOADER(text)
     try:
-        raw = yaml.load(text, Loader=_YAML_LOADER)
+        node = loader.get_single_node()  # the document's nodes, checked before building them
+        problem = _node_problem(node)
+        if problem:
+            raise HeaderError(f"{header_path}: not a valid header: {problem}")
+        raw = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, yaml.constructor.ConstructorError):
@@ -443,9 +448,8 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         raise HeaderError(f"{header_path}: not a valid header: {reason}") from None
     except (ValueError, TypeError, RecursionError) as e:  # e.g. undecodable bytes
         raise HeaderError(f"{header_path}: not a valid header: {e}") from None
-    if _shares_nodes(raw):
-        raise HeaderError(f"{header_path}: not a valid header: YAML aliases (*name) are not "
-                          "allowed in a header")
+    finally:
+        loader.dispose()
     base = _basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
 
@@ -469,18 +473,31 @@ def _interrupted(header_path: str) -> str:
             "back to recover that dataset)")
 
 
-def _shares_nodes(root) -> bool:
-    """Whether a loaded YAML document reuses a mapping or list (what aliases make, including
-    cycles and "billion laughs" bombs); each container is visited once."""
-    seen, stack = set(), [root]
+def _node_problem(root) -> str | None:
+    """What makes a composed YAML document no header: a node used twice (what an alias makes,
+    of a scalar too, and what cycles and "billion laughs" bombs are made of; each node is
+    visited once, so a bomb is found before anything is built), or a key twice in one mapping
+    (directly or through a merge key, `<<`), of which PyYAML would keep one without a word."""
+    seen, stack = set(), [root] if root is not None else []
     while stack:
         node = stack.pop()
-        if isinstance(node, (dict, list)):
-            if id(node) in seen:
-                return True
-            seen.add(id(node))
-            stack.extend(node.values() if isinstance(node, dict) else node)
-    return False
+        if id(node) in seen:
+            return "YAML aliases (*name) are not allowed in a header"
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys = set()
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.tag == "tag:yaml.org,2002:merge":  # its keys may hide others
+                        return "YAML merge keys (<<) are not allowed in a header"
+                    if (key.tag, key.value) in keys:
+                        return (f"key {_short(key.value)} appears twice in one mapping (line "
+                                f"{key.start_mark.line + 1})")
+                    keys.add((key.tag, key.value))
+                stack += (key, value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return None
 
 
 class _HeaderParser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import time
 from pathlib import Path
 
@@ -452,6 +453,41 @@ def test_alias_bombs_are_rejected_quickly(saved, name, yaml_loader):
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0, f"{elapsed:.1f} s to reject a {len(text)}-byte header"
     assert_header_error(tfrecord_path, header_path, r".")
+
+
+def scalar_alias(text: str) -> str:
+    """The record count given once, with an anchor, and again as an alias: the same values."""
+    count = re.search(r"^num_records: (\d+)$", text, re.M)[1]
+    text = re.sub(r"^num_records: \d+$", "num_records: &n " + count, text, count=1, flags=re.M)
+    return re.sub(r"^  num_records: " + count + "$", "  num_records: *n", text, count=1,
+                  flags=re.M)
+
+
+def merge_key(text: str) -> str:
+    """The first shard's fields merged from a mapping (`<<: {...}`), no alias needed."""
+    first = re.search(r"- file: (\S+)\n  num_bytes: (\d+)\n  num_records: (\d+)\n", text)
+    merged = (f"- <<: {{file: {first[1]}, num_bytes: {first[2]}}}\n"
+              f"  num_records: {first[3]}\n")
+    return text.replace(first[0], merged, 1)
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (scalar_alias, r"YAML aliases \(\*name\) are not allowed"),
+    (merge_key, r"YAML merge keys \(<<\) are not allowed"),
+    (lambda text: text + "version: 3\n", r"key 'version' appears twice in one mapping \(line "),
+    (lambda text: text.replace("    dtype: ", "    dtype: int8\n    dtype: ", 1),
+     r"key 'dtype' appears twice in one mapping \(line \d+\)$"),
+])
+def test_aliases_of_scalars_merge_keys_and_repeated_keys_are_refused(saved, yaml_loader, edit,
+                                                                       problem):
+    """Aliases of mappings and lists were refused, but not those of scalars or merge keys, and
+    a key given twice kept its last value without a word (a second `version`, `dtype`)."""
+    tfrecord_path, header_path, header = saved
+    text = yaml.dump(header, Dumper=NoAliasDumper, sort_keys=False)
+    edited = edit(text)
+    assert edited != text
+    write(header_path, edited)
+    assert_header_error(tfrecord_path, header_path, problem)
 
 
 # ---- absurd sizes never reach an allocation ----------------------------------------------------
