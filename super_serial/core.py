@@ -1384,6 +1384,7 @@ def save(
     num_shards = _count(num_shards, "num_shards")
     shard_size = _count(shard_size, "shard_size (bytes)")
     elements_per_batch = _count(elements_per_batch, "elements_per_batch")
+    progress = _flag(progress, "progress")
     features, skeleton = _schema_from_spec(dataset.element_spec)
     cardinality = int(dataset.cardinality())
     if cardinality == tf.data.INFINITE_CARDINALITY:
@@ -2681,9 +2682,10 @@ def load(
       batch_size: Give batches of this many elements instead of single elements (faster than
         `.batch()` afterwards; components of unknown shape are batched as ragged tensors, as
         `Dataset.ragged_batch` does).
-      drop_remainder: With `batch_size`, drop a last smaller batch.
+      drop_remainder: With `batch_size`, drop a last smaller batch (ValueError without it).
       shuffle_files: Read the shard files in a random order (a new one each epoch).
-      seed: Seed of that shuffle.
+      seed: Seed of that shuffle (ValueError without it): an integer, or an integer
+        tensor inside a `tf.function`.
       deterministic: False lets shards and blocks arrive in whichever order is fastest (None
         means True, as in tf.data).
 
@@ -2720,11 +2722,22 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
     drop_remainder = _flag(drop_remainder, "drop_remainder")
     shuffle_files = _flag(shuffle_files, "shuffle_files")
     deterministic = _flag(deterministic, "deterministic", default=True)  # None: tf.data's
-    if seed is not None and not isinstance(seed, tf.Tensor):  # a tensor: inside tf.function
+    if isinstance(seed, tf.Tensor):  # inside tf.function, say
+        if not seed.dtype.is_integer or seed.shape.rank not in (0, None):
+            raise ValueError(f"seed must be an integer or None, got a tensor of "
+                             f"{seed.dtype.name} and shape {seed.shape}")
+        seed = tf.cast(seed, tf.int64)  # what the shuffle takes (an int32 one failed there)
+    elif seed is not None:
         number = _integer(seed)
         if number is None:
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
         seed = number
+    if seed is not None and not shuffle_files:
+        raise ValueError("seed is the seed of shuffle_files=True's shuffle, and does nothing "
+                         "without it")
+    if drop_remainder and batch_size is None:
+        raise ValueError("drop_remainder=True drops the last batch of batch_size=, and does "
+                         "nothing without it; for load(...).batch(n), pass it to .batch")
     header = _read_header(header_path, tfrecord_path)
     paths = _shard_paths(header, tfrecord_path)
     _check_names(header, tfrecord_path, header_path)
@@ -3528,6 +3541,7 @@ def verify(tfrecord_path, header_path=None, progress: bool = False) -> dict:
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
+    progress = _flag(progress, "progress")
     header = _read_header(header_path, tfrecord_path)
     dataset = _load(tfrecord_path, header_path, batch_size=max(header.block_records, 256),
                     check_ranges=True).with_options(_OWN_PIPELINE)

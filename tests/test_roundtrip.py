@@ -1148,6 +1148,50 @@ def test_invalid_options_in_load(option, bad, paths):
         super_serial.load(*paths, **{option: bad})
 
 
+@pytest.mark.parametrize("options, refused", [
+    ({"seed": 3}, "seed is the seed of shuffle_files=True's shuffle, and does nothing"),
+    ({"seed": 3, "shuffle_files": False}, "seed is the seed of shuffle_files=True's shuffle"),
+    ({"drop_remainder": True}, "drop_remainder=True drops the last batch of batch_size="),
+])
+def test_options_that_would_do_nothing_in_load(options, refused, paths):
+    """A seed without shuffle_files, or drop_remainder without batch_size, was ignored."""
+    super_serial.save(tf.data.Dataset.range(3), *paths)
+    with pytest.raises(ValueError, match=refused):
+        super_serial.load(*paths, **options)
+
+
+@pytest.mark.parametrize("call", ["save", "verify"])
+@pytest.mark.parametrize("bad", ["no", 1, None])
+def test_progress_must_be_a_bool(call, bad, paths, capsys):
+    """Anything was taken, and "no" drew the bar."""
+    super_serial.save(tf.data.Dataset.range(3), *paths)
+    with pytest.raises(ValueError, match="progress must be True or False"):
+        if call == "save":
+            super_serial.save(tf.data.Dataset.range(3), *paths, progress=bad)
+        else:
+            super_serial.verify(*paths, progress=bad)
+    assert capsys.readouterr().err == ""
+
+
+def test_tensor_seeds_inside_tf_function(paths):
+    """An int32 seed tensor failed in TensorFlow's shuffle (it takes int64); a float one gave
+    TensorFlow's own error."""
+    dataset = tf.data.Dataset.range(40)
+    super_serial.save(dataset, *paths, num_shards=4)
+
+    @tf.function
+    def first_values(seed):
+        loaded = super_serial.load(*paths, shuffle_files=True, seed=seed)
+        return loaded.batch(40).get_single_element()
+
+    by_int32 = first_values(tf.constant(7, tf.int32)).numpy().tolist()
+    assert by_int32 == first_values(tf.constant(7, tf.int64)).numpy().tolist()
+    assert sorted(by_int32) == list(range(40))
+    for bad in (tf.constant(7.0), tf.constant([7, 8])):
+        with pytest.raises(ValueError, match="seed must be an integer or None, got a tensor"):
+            first_values(bad)
+
+
 def test_numpy_options_and_none_in_load(paths):
     """NumPy integers and bools are taken as Python's; deterministic=None means tf.data's
     default, a fixed order."""
