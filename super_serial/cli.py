@@ -108,10 +108,10 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     def data_arguments(sub):
-        sub.add_argument("path", metavar="PATH",
+        sub.add_argument("path", metavar="PATH", type=_utf8_path,
                          help="the tfrecord path given to save() (shards are found from the "
                               "header)")
-        sub.add_argument("--header", metavar="H",
+        sub.add_argument("--header", metavar="H", type=_utf8_path,
                          help="the header file (default: PATH.header.yaml)")
 
     demo = command(
@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
         f"num_shards={DEMO_SHARDS}, compression={DEMO_COMPRESSION!r}, prints the header and the "
         "inspect view, loads them back, checks that they are identical, and compares save "
         "and load times with tf.data.Dataset.save/load. Needs no network.")
-    demo.add_argument("dir", metavar="DIR", nargs="?",
+    demo.add_argument("dir", metavar="DIR", nargs="?", type=_utf8_path,
                       help="keep the saved files in this folder (default: a temporary folder, "
                            "deleted afterwards)")
 
@@ -163,9 +163,21 @@ def _positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if not 1 <= value < 2**63:  # what tf.data's take holds
+        raise argparse.ArgumentTypeError(f"expected a positive integer below 2**63, got {value}")
     return value
+
+
+def _utf8_path(text: str) -> str:
+    """A path argument TensorFlow's file functions can take: they need UTF-8, and a name that
+    is not (held in `str` as surrogates) failed with a UnicodeEncodeError."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(
+            f"{text.encode(errors='surrogateescape')!r} is not valid UTF-8, which TensorFlow "
+            "needs in paths") from None
+    return text
 
 
 def _describe(error: Exception) -> str:

@@ -275,10 +275,17 @@ def _is_save_name(name: str, base: str) -> bool:
 
 
 def _fspath(path) -> str:
-    import os
-
+    """A path as text; ValueError naming it where it is not UTF-8, which TensorFlow's file
+    functions need (bytes failed with a UnicodeDecodeError, a str with surrogates with a
+    UnicodeEncodeError, neither naming the path)."""
     path = os.fspath(path)
-    return path.decode() if isinstance(path, bytes) else path
+    try:
+        text = path.decode() if isinstance(path, bytes) else path
+        text.encode()
+    except UnicodeError:
+        raise ValueError(f"{path!r}: paths must be valid UTF-8, as TensorFlow's file functions "
+                         "take them") from None
+    return text
 
 
 def _feature_name(path: tuple) -> str:

@@ -272,7 +272,24 @@ def test_bad_usage_exits_2():
 
     assert result.returncode == 2
     assert "usage: super-serial head" in result.stderr and "Traceback" not in result.stderr
-    assert "argument -n/--num: expected a positive integer, got 0" in result.stderr
+    assert "argument -n/--num: expected a positive integer below 2**63, got 0" in result.stderr
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["head", "x", "-n", str(2**63)],  # failed in tf.data's take, as an unexpected error
+     "argument -n/--num: expected a positive integer below 2**63, got 9223372036854775808"),
+    (["inspect", "/tmp/\udcff.tfrecord"],  # a non-UTF-8 name as Python holds it
+     "argument PATH: b'/tmp/\\xff.tfrecord' is not valid UTF-8, which TensorFlow needs"),
+    (["verify", "x", "--header", "h\udcff"], "argument --header: b'h\\xff' is not valid UTF-8"),
+    (["demo", "out\udcff"], "argument DIR: b'out\\xff' is not valid UTF-8"),
+])
+def test_arguments_tensorflow_cannot_take_are_usage_errors(argv, problem, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: super-serial") and problem in err, err
 
 
 @pytest.mark.parametrize("argv", [[], ["frobnicate"], ["verify"], ["head", "x", "-n", "two"]])
