@@ -297,22 +297,22 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
     features: list[_Feature] = []
 
     def visit(spec, path):
+        # a dict or tuple at the top is the element, not the feature of a bare tensor
+        where = f"feature '{_feature_name(path)}'" if path else "the element"
         if isinstance(spec, collections.abc.Mapping):
             if not spec:
-                raise SchemaError(f"feature '{_feature_name(path)}': empty dicts cannot be saved")
+                raise SchemaError(f"{where}: empty dicts cannot be saved")
             for key in spec:
                 if not isinstance(key, str):
-                    raise SchemaError(
-                        f"feature '{_feature_name(path)}': dict key {key!r} is a "
-                        f"{type(key).__name__}; only str keys are supported"
-                    )
+                    raise SchemaError(f"{where}: dict key {key!r} is a {type(key).__name__}; "
+                                      "only str keys are supported")
                 if not key.isascii() and not _utf8(key):
-                    raise SchemaError(f"feature '{_feature_name(path)}': dict key {key!r} "
-                                      "cannot be written as UTF-8 (it holds a lone surrogate)")
+                    raise SchemaError(f"{where}: dict key {key!r} cannot be written as UTF-8 "
+                                      "(it holds a lone surrogate)")
             return {k: visit(spec[k], path + (k,)) for k in sorted(spec)}
         if isinstance(spec, tuple) and not hasattr(spec, "_fields"):
             if not spec:
-                raise SchemaError(f"feature '{_feature_name(path)}': empty tuples cannot be saved")
+                raise SchemaError(f"{where}: empty tuples cannot be saved")
             return [visit(s, path + (i,)) for i, s in enumerate(spec)]
         features.append(_feature_from_spec(spec, path))
         return features[-1].name

@@ -1008,6 +1008,17 @@ def test_non_str_dict_keys(tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("dataset", [
+    lambda: tf.data.Dataset.from_tensor_slices({1: [1, 2]}),
+    lambda: tf.data.Dataset.from_tensor_slices({"\ud800": [1, 2]}),
+], ids=["int_key", "surrogate_key"])
+def test_a_top_level_dict_is_called_the_element(tmp_path, paths, dataset):
+    """Not "feature 'tensor'", the name of a bare tensor's feature."""
+    with pytest.raises(SchemaError, match="^the element: dict key "):
+        super_serial.save(dataset(), *paths)
+    _nothing_written(tmp_path)
+
+
 def test_dict_key_with_a_lone_surrogate(tmp_path, paths):
     dataset = tf.data.Dataset.from_tensor_slices({"outer": {"\ud800x": [1, 2]}})
     with pytest.raises(SchemaError, match=re.escape("feature 'outer': dict key '\\ud800x'")):
