@@ -1417,7 +1417,8 @@ def save(
                       "sequential" if shard_size else "round_robin", FORMAT_VERSION)
     _check_reads_back(planned, tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
-    _check_paths(tfrecord_path, header_path, sharded=bool(shard_size) or (num_shards or 1) > 1)
+    _check_paths(tfrecord_path, header_path, num_shards or 1,
+                 sharded=bool(shard_size) or (num_shards or 1) > 1)
     made = _make_folders(tfrecord_path, header_path)
     try:
         header, written = _save_records(dataset, tfrecord_path, header_path, planned,
@@ -1532,14 +1533,15 @@ def _check_compression(compression):
     raise ValueError(f"compression must be one of None, 'GZIP', 'ZLIB'; got {compression!r}")
 
 
-def _check_paths(tfrecord_path: str, header_path: str, sharded: bool):
-    """ValueError, before save writes anything, where its files would land on a folder or on
-    each other: the header on the records (or on a name of their shards, which a save there
-    removes), which would lose both; or where a local file's name (a shard's, if `sharded`)
-    would be too long, which the renames at the end would find only after all the writing."""
-    for path in (tfrecord_path, header_path):
-        if _is_local(path) and os.path.isdir(_local(path)):
-            raise ValueError(f"{path!r} is a folder; save needs a file name there")
+def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded: bool):
+    """ValueError, before save writes anything, where its files would land on a folder (its
+    `num_shards` files' names too) or on each other: the header on the records (or on a name
+    of their shards, which a save there removes), which would lose both; or where a local
+    file's name (a shard's, if `sharded`) would be too long, which the renames at the end
+    would find only after all the writing."""
+    folder = _dirname(tfrecord_path)
+    names = shard_file_names(_basename(tfrecord_path), num_shards)
+    _check_not_folders([tfrecord_path, header_path] + [_join(folder, n) for n in names])
     names = ((tfrecord_path, shard_file_names(_basename(tfrecord_path), 2 if sharded else 1)[0]),
              (header_path, _basename(header_path)))
     for path, name in names:
@@ -1552,6 +1554,12 @@ def _check_paths(tfrecord_path: str, header_path: str, sharded: bool):
             name, _basename(tfrecord_path)):
         raise ValueError(f"header_path {header_path!r} is where the records of "
                          f"{tfrecord_path!r} go; give the header a name of its own")
+
+
+def _check_not_folders(paths: list):
+    for path in dict.fromkeys(paths):
+        if _is_local(path) and os.path.isdir(_local(path)):
+            raise ValueError(f"{path!r} is a folder; a file goes there")
 
 
 def _is_local(path: str) -> bool:
@@ -2556,8 +2564,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     parts = [_fspath(p) for p in part_paths]
     if not parts:
         raise ValueError("merge() needs at least one part")
+    _check_not_folders([header_path])
     for i, part in enumerate(parts):
-        if part in parts[:i]:
+        if any(_same_place(part, earlier) for earlier in parts[:i]):
             raise ValueError(f"{part}: listed twice in part_paths")
         if _same_place(part, tfrecord_path) or _same_place(default_header_path(part),
                                                            header_path):

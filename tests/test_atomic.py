@@ -585,6 +585,15 @@ def test_a_folder_in_the_way_is_refused_and_kept(tmp_path, which):
     assert (folder / "precious.txt").read_text() == "user data"
 
 
+def test_a_folder_at_a_shards_name_is_refused_before_writing(tmp_path):
+    """It failed after every record was written, naming the temporary it could not rename."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    (tmp_path / "data.tfrecord-00001-of-00002").mkdir()
+    with pytest.raises(ValueError, match="data.tfrecord-00001-of-00002' is a folder"):
+        save(wide(3), tfrecord_path, num_shards=2)
+    assert os.listdir(tmp_path) == ["data.tfrecord-00001-of-00002"]
+
+
 def test_header_folder_is_made(tmp_path):
     tfrecord_path, header_path = str(tmp_path / "data.tfrecord"), str(tmp_path / "a/b/h.yaml")
     save(wide(3), tfrecord_path, header_path)

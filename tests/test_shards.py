@@ -491,7 +491,19 @@ def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
     assert (tmp_path / "data.tfrecord-part0.header.yaml").read_bytes() == part0_header
     with pytest.raises(ValueError, match=re.escape(parts[1])):
         merge([parts[0], parts[1], parts[1]], str(tmp_path / "data.tfrecord"))
+    twice = parts[1].replace("/data", "//data")  # the same part, spelled another way
+    with pytest.raises(ValueError, match=re.escape(twice) + ": listed twice in part_paths"):
+        merge([parts[0], parts[1], twice], str(tmp_path / "data.tfrecord"))
     assert not (tmp_path / "data.tfrecord.header.yaml").exists()
+
+
+def test_merge_refuses_a_folder_at_the_header_path(tmp_path):
+    """As save does; it failed in TensorFlow's rename."""
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    (tmp_path / "meta").mkdir()
+    with pytest.raises(ValueError, match="meta' is a folder; a file goes there"):
+        merge(parts, str(tmp_path / "data.tfrecord"), str(tmp_path / "meta"))
+    assert os.listdir(tmp_path / "meta") == []
 
 
 def test_merge_refuses_what_would_lose_or_list_twice_a_parts_records(tmp_path):
