@@ -278,6 +278,9 @@ def _fspath(path) -> str:
     """A path as text; ValueError naming it where it is not UTF-8, which TensorFlow's file
     functions need (bytes failed with a UnicodeDecodeError, a str with surrogates with a
     UnicodeEncodeError, neither naming the path)."""
+    if isinstance(path, (tf.Tensor, tf.Variable)):  # inside a tf.function, say
+        raise TypeError("paths must be Python strings or path-like objects, not tensors: the "
+                        f"header is read while the pipeline is built; got {path!r}")
     path = os.fspath(path)
     try:
         text = path.decode() if isinstance(path, bytes) else path

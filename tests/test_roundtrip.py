@@ -1221,6 +1221,23 @@ def test_paths_that_are_not_utf8_are_named(bad, call):
         calls[call]()
 
 
+def test_a_tensor_path_is_refused_clearly(paths):
+    """Inside a tf.function it failed in os.fspath ("not SymbolicTensor"); eagerly, too."""
+    super_serial.save(tf.data.Dataset.range(3), *paths)
+
+    @tf.function
+    def count(path):
+        return super_serial.load(path).reduce(np.int64(0), lambda n, _: n + 1)
+
+    for call in (lambda: count(tf.constant(paths[0])),
+                 lambda: super_serial.load(tf.constant(paths[0]))):
+        with pytest.raises(TypeError, match="paths must be Python strings or path-like objects, "
+                                            "not tensors: the header is read while"):
+            call()
+    assert int(tf.function(lambda: super_serial.load(*paths).reduce(
+        np.int64(0), lambda n, _: n + 1))()) == 3  # a Python string inside a tf.function
+
+
 def test_numpy_options_and_none_in_load(paths):
     """NumPy integers and bools are taken as Python's; deterministic=None means tf.data's
     default, a fixed order."""
