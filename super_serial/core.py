@@ -350,7 +350,7 @@ def _feature_from_spec(spec, path) -> _Feature:
         if hasattr(spec, "_fields") or isinstance(spec, list):
             kind = f"{kind} (use a dict or a plain tuple)"
         raise SchemaError(
-            f"feature '{name}': {kind} is not supported; "
+            f"{f'feature {name!r}' if path else 'the element'}: {kind} is not supported; "
             "super_serial saves tf.Tensor and tf.RaggedTensor components"
         )
     dtype = _DTYPES.get(spec.dtype.name if spec.dtype != tf.string else "string")
@@ -408,6 +408,7 @@ def read_header(header_path) -> dict:
 
     Raises:
       HeaderError: The file is missing, is not safe YAML, or has an invalid field.
+      ValueError, TypeError: The path is not UTF-8, or is a tensor.
 
     Example:
       >>> header = read_header("data.tfrecord.header.yaml")  # doctest: +SKIP
@@ -1377,7 +1378,9 @@ def save(
       SchemaError: The dataset holds something super_serial cannot represent (nothing is
         written then).
       SuperSerialError: Called outside eager mode.
-      ValueError: An option has an invalid value.
+      ValueError: An option or path has an invalid value, or a file would land on a folder or
+        on another of the save's files (nothing is written then).
+      TypeError: `dataset` is not a `tf.data.Dataset`, or a path is a tensor.
 
     Example:
       >>> ds = tf.data.Dataset.from_tensor_slices({"x": [[1.0, 2.0]], "y": [3]})
@@ -2550,8 +2553,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     Raises:
       SchemaError: A part cannot be combined with the first; the message names it.
       HeaderError: A part's header is missing or invalid.
-      ValueError: The merged dataset or its header would land on a part's files, or a part
-        is listed twice.
+      ValueError: The merged dataset or its header would land on a part's files or on a
+        folder, a part is listed twice, or a path is not UTF-8.
 
     Example:
       >>> # machine i of n: save(ds.shard(n, i), f"gs://bucket/data-part{i}")
@@ -2591,7 +2594,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
             if getattr(header, what) != getattr(first, what):
                 where = _features_difference(header.features, first.features) if (
                     what == "features") else ""
-                raise SchemaError(f"{part}: its {what} differ from those of {parts[0]}{where}")
+                differ = "differ from those" if what == "features" else "differs from that"
+                raise SchemaError(f"{part}: its {what} {differ} of {parts[0]}{where}")
         headers.append(header)
     _check_part_files(parts, headers, tfrecord_path, header_path)
     shards = tuple(s for h in headers for s in h.shards)
@@ -2712,8 +2716,14 @@ def load(
       A `tf.data.Dataset` with the saved element structure, dtypes and shapes.
 
     Raises:
-      HeaderError: The header is missing or invalid.
+      HeaderError: The header is missing or invalid, or lists none of the record files named
+        for `tfrecord_path` while one is there (a pair copied under another name).
       CorruptDataError: A record file is missing or its size differs from the header's.
+      ValueError: An option has an invalid value, or one that would do nothing (`seed`
+        without `shuffle_files`, `drop_remainder` without `batch_size`), or a path is not
+        UTF-8.
+      TypeError: A path is a tensor (paths are Python strings: the header is read while the
+        pipeline is built).
 
     Iterating raises `tf.errors.InvalidArgumentError` whose message holds "super_serial:
     <file>: ..." (after TensorFlow's own prefix) when a file holds fewer or more records than
@@ -3552,6 +3562,7 @@ def verify(tfrecord_path, header_path=None, progress: bool = False) -> dict:
     Raises:
       HeaderError: The header is missing or invalid.
       CorruptDataError: The first problem found, naming the file (and record and feature).
+      ValueError: `progress` is not a bool, or a path is not UTF-8.
 
     Example:
       >>> verify("data.tfrecord")["num_records"]  # doctest: +SKIP

@@ -455,6 +455,17 @@ def test_alias_bombs_are_rejected_quickly(saved, name, yaml_loader):
     assert_header_error(tfrecord_path, header_path, r".")
 
 
+def test_fields_it_does_not_know_are_ignored(saved, yaml_loader):
+    """As the README says: room for optional fields within a version."""
+    tfrecord_path, header_path, header = saved
+    edited = copy.deepcopy(header)
+    edited["written_by"] = "a later super_serial"
+    edited["features"]["x"]["note"] = {"unit": "m"}
+    write(header_path, edited)
+    assert read_header(header_path) == header
+    assert len(list(load(tfrecord_path, header_path))) == N
+
+
 def scalar_alias(text: str) -> str:
     """The record count given once, with an anchor, and again as an alias: the same values."""
     count = re.search(r"^num_records: (\d+)$", text, re.M)[1]

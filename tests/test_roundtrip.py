@@ -988,8 +988,8 @@ def test_ragged_rank_0_with_an_unknown_inner_dim():
 def test_namedtuple(tmp_path, paths):
     Point = collections.namedtuple("Point", "x y")
     dataset = tf.data.Dataset.from_tensor_slices(Point([1, 2], [3.0, 4.0]))
-    with pytest.raises(SchemaError, match="use a dict or a plain tuple"):
-        super_serial.save(dataset, *paths)
+    with pytest.raises(SchemaError, match="^the element: Point \\(use a dict or a plain tuple"):
+        super_serial.save(dataset, *paths)  # not "feature 'tensor'", a bare tensor's name
     _nothing_written(tmp_path)
 
 

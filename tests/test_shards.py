@@ -412,7 +412,7 @@ def _without_name(element):
 @pytest.mark.parametrize("change, kwargs, problem", [
     (_float64_x, {}, "features differ .*: feature 'x', dtype 'float64' against 'float32'"),
     (_without_name, {}, "features differ .*: feature 'name' is only in that one"),
-    (lambda element: element, {"compression": "GZIP"}, "compression"),
+    (lambda element: element, {"compression": "GZIP"}, "its compression differs from that of"),
     (lambda element: element, {"num_shards": 3}, "num_shards"),
 ], ids=["dtype", "missing_feature", "compression", "round_robin_shards"])
 def test_merge_rejects_mismatched_part(tmp_path, small_blocks, change, kwargs, problem):
