@@ -594,6 +594,18 @@ def test_a_folder_at_a_shards_name_is_refused_before_writing(tmp_path):
     assert os.listdir(tmp_path) == ["data.tfrecord-00001-of-00002"]
 
 
+def test_a_loaded_dataset_saved_over_its_own_files(tmp_path):
+    """As the README says: it works once (the old files are read while the new ones are
+    written beside them), and the loaded dataset then reads files that are gone."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(30), tfrecord_path)
+    loaded = load(tfrecord_path)
+    save(loaded, tfrecord_path, num_shards=2)  # data.tfrecord is replaced by two shards
+    assert_same_elements(wide(30), load(tfrecord_path))
+    with pytest.raises(tf.errors.NotFoundError, match="data.tfrecord"):
+        list(loaded)
+
+
 def test_header_folder_is_made(tmp_path):
     tfrecord_path, header_path = str(tmp_path / "data.tfrecord"), str(tmp_path / "a/b/h.yaml")
     save(wide(3), tfrecord_path, header_path)
