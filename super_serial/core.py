@@ -2553,6 +2553,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     Raises:
       SchemaError: A part cannot be combined with the first; the message names it.
       HeaderError: A part's header is missing or invalid.
+      CorruptDataError: A part's record file is missing or its size differs from its header's.
       ValueError: The merged dataset or its header would land on a part's files or on a
         folder, a part is listed twice, or a path is not UTF-8.
 
@@ -2586,6 +2587,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         header = _read_header(default_header_path(part), part)
         if not header.version:
             raise SchemaError(f"{part}: files of the original module cannot be merged")
+        _check_files(header, _shard_paths(header, part), default_header_path(part))
         if header.layout == "round_robin" and len(header.shards) > 1:
             raise SchemaError(f"{part}: saved with num_shards={len(header.shards)}; save parts "
                               "as one file each, or with shard_size")

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from conftest import assert_same_elements
 
-from super_serial import SchemaError, core, load, merge, read_header, save, verify
+from super_serial import CorruptDataError, SchemaError, core, load, merge, read_header, save, verify
 
 NUM_ELEMENTS = 23  # not a multiple of any block or shard count below
 SHARD_SIZE = 300  # bytes: several files for every structure below
@@ -494,6 +494,20 @@ def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
     twice = parts[1].replace("/data", "//data")  # the same part, spelled another way
     with pytest.raises(ValueError, match=re.escape(twice) + ": listed twice in part_paths"):
         merge([parts[0], parts[1], twice], str(tmp_path / "data.tfrecord"))
+    assert not (tmp_path / "data.tfrecord.header.yaml").exists()
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_merge_refuses_parts_whose_records_are_not_there(tmp_path, damage):
+    """It wrote a header over them, which load and verify then refused."""
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    record_file = Path(parts[1])
+    if damage == "missing":
+        record_file.unlink()
+    else:
+        record_file.write_bytes(record_file.read_bytes()[:-1])
+    with pytest.raises(CorruptDataError, match=re.escape(parts[1]) + ": "):
+        merge(parts, str(tmp_path / "data.tfrecord"))
     assert not (tmp_path / "data.tfrecord.header.yaml").exists()
 
 
