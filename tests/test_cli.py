@@ -188,6 +188,18 @@ def test_verify_ok(saved):
     assert str(shard(saved, 1)) in result.stdout
 
 
+def test_verify_counts_the_records_of_an_original_module_file(capsys):
+    """Its header holds no counts: the table showed "?" beside "OK: ... 10 records"."""
+    from test_golden import ORIGINAL
+
+    path = str(ORIGINAL / "images.tfrecord")
+    assert cli.main(["verify", path, "--header", str(ORIGINAL / "images.header"),
+                     "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"^{re.escape(path)} +10 +12,540$", out, re.M), out
+    assert "OK: 1 file, 10 records, 12,540 bytes" in out
+
+
 def test_verify_prints_nothing_on_stderr_when_all_is_well(saved):
     # No progress bar when stderr is not a terminal, and no TensorFlow start-up lines.
     result = run("verify", str(saved))
