@@ -466,8 +466,11 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
 
 
 def _interrupted(header_path: str) -> str:
-    """Where a save was killed while renaming its files into place, which moves the old header
-    aside first (`_move_into_place`): says so, and where the previous files are."""
+    """Where a save is renaming its files into place, or was killed while it did, which moves
+    the old header aside first (`_move_into_place`): says so, and where the previous files
+    are. The two cannot be told apart from here: a reader in another process meets the
+    first in every save's short window between moving the old header aside and renaming the
+    new one into place."""
     # What `_temp_name` makes of the header's name (cut short if long), for any token
     token = "0" * _TOKEN_CHARS
     probe = _basename(_temp_name(header_path, token, ".old"))
@@ -479,9 +482,10 @@ def _interrupted(header_path: str) -> str:
         return ""
     if not any(len(n) == len(probe) and n.startswith(head) and n.endswith(tail) for n in names):
         return ""
-    return ("; a save there was interrupted while putting its files in place, and the "
-            "previous files are beside it as hidden '.<name>.<token>.tmp.old' (rename them "
-            "back to recover that dataset)")
+    return ("; a save there is putting its files in place (try again in a moment), or was "
+            "interrupted while it did: then the previous files are beside it as hidden "
+            "'.<name>.<token>.tmp.old' (once no save runs there, rename them back to recover "
+            "that dataset)")
 
 
 def _node_problem(root) -> str | None:

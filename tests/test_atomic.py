@@ -307,6 +307,28 @@ def test_shard_rename_error_keeps_previous_shards(tmp_path, monkeypatch):
     assert_same_elements(dataset, load(tfrecord_path))
 
 
+def test_a_load_during_a_saves_renames_is_told_to_try_again(tmp_path, monkeypatch):
+    """A reader in another process meets the moved-aside header while a save runs, not only
+    after a killed one: the message allowed only for the latter."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(10), tfrecord_path)
+    real_rename, refused = tf.io.gfile.rename, []
+
+    def rename_then_load(src, dst, overwrite=False):  # the old header is moved aside first
+        real_rename(src, dst, overwrite)
+        if not refused:
+            with pytest.raises(core.HeaderError) as info:
+                load(tfrecord_path)
+            refused.append(str(info.value))
+
+    monkeypatch.setattr(tf.io.gfile, "rename", rename_then_load)
+    save(wide(20, offset=1.0), tfrecord_path)
+    monkeypatch.undo()
+    assert "a save there is putting its files in place (try again in a moment), or was " \
+           "interrupted while it did" in refused[0], refused
+    assert_same_elements(wide(20, offset=1.0), load(tfrecord_path))
+
+
 def test_an_interrupted_save_is_named_for_headers_of_long_names(tmp_path):
     """_temp_name cuts long names short; the hint after a kill among the renames finds the old
     header moved aside all the same."""
@@ -316,12 +338,12 @@ def test_an_interrupted_save_is_named_for_headers_of_long_names(tmp_path):
     aside = core._temp_name(header_path, "0123456789ab", ".old")
     assert len(Path(aside).name) == 255 and ".yaml" not in Path(aside).name  # cut short
     os.rename(header_path, aside)  # as a save killed after moving the old header aside
-    with pytest.raises(core.HeaderError, match="a save there was interrupted"):
+    with pytest.raises(core.HeaderError, match="or was interrupted while it did"):
         load(tfrecord_path, header_path)
     os.rename(aside, str(tmp_path / ".other.yaml.0123456789ab.tmp.old"))  # another's
     with pytest.raises(core.HeaderError) as refused:
         load(tfrecord_path, header_path)
-    assert "a save there was interrupted" not in str(refused.value)
+    assert "or was interrupted while it did" not in str(refused.value)
 
 
 @pytest.mark.parametrize("failing", ["super_serial-writer-0", "super_serial-writer-1"])
@@ -390,7 +412,7 @@ def test_a_save_killed_between_its_renames_never_pairs_old_records_with_new(tmp_
         try:
             loaded = load(str(folder / "data.tfrecord"))
         except core.HeaderError as e:
-            assert "a save there was interrupted" in str(e), str(e)
+            assert "or was interrupted while it did" in str(e), str(e)
             assert set(previous.values()) <= set(state.values()), "a previous file is lost"
             outcomes.append("refused")
             continue
@@ -530,7 +552,7 @@ def test_ram_filesystem_top_level(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
     aside = core._temp_name(header_path, "0123456789ab", ".old")
     tf.io.gfile.rename(header_path, aside)  # as a save killed after moving the old header aside
-    with pytest.raises(core.HeaderError, match="a save there was interrupted"):
+    with pytest.raises(core.HeaderError, match="or was interrupted while it did"):
         load(tfrecord_path, header_path)
     tf.io.gfile.remove(aside)
     tf.io.gfile.remove(tfrecord_path)  # leaves the filesystem as it was
