@@ -2605,8 +2605,12 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         headers.append(header)
     _check_part_files(parts, headers, tfrecord_path, header_path)
     shards = tuple(s for h in headers for s in h.shards)
+    # One block size for all files: the smallest, so that no part's records are parsed in
+    # blocks far past _TARGET_BLOCK_BYTES (the first part's, of small elements, made 195 MiB
+    # blocks of another's 200 kB clips)
     merged = dataclasses.replace(headers[0], shards=shards, layout="sequential",
-                                 num_records=sum(h.num_records for h in headers))
+                                 num_records=sum(h.num_records for h in headers),
+                                 block_records=min(h.block_records for h in headers))
     temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
     try:
         _write_header(temp, merged)

@@ -511,6 +511,25 @@ def test_merge_refuses_parts_whose_records_are_not_there(tmp_path, damage):
     assert not (tmp_path / "data.tfrecord.header.yaml").exists()
 
 
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_merge_parses_in_the_smallest_blocks_of_its_parts(tmp_path, order):
+    """The first part's block_records was kept: small elements first made blocks of 1,024 of
+    the other part's 200 kB clips (195 MiB), where that part alone parses 20 at a time."""
+    def clips(start, stop, length):
+        return tf.data.Dataset.range(start, stop).map(lambda i: tf.fill([length + i % 2], 0.5))
+
+    parts = [str(tmp_path / f"data.tfrecord-part{i}") for i in range(2)]
+    headers = [save(clips(0, 300, 2), parts[0]), save(clips(300, 360, 50_000), parts[1])]
+    assert headers[0]["block_records"] > 10 * headers[1]["block_records"]
+    listed = [parts[i] for i in order]
+    merged = merge(listed, str(tmp_path / "data.tfrecord"))
+    assert merged["block_records"] == headers[1]["block_records"]
+    expected = clips(0, 300, 2).concatenate(clips(300, 360, 50_000))
+    if order == (1, 0):
+        expected = clips(300, 360, 50_000).concatenate(clips(0, 300, 2))
+    assert_same_elements(expected, load(str(tmp_path / "data.tfrecord")))
+
+
 def test_merge_refuses_a_folder_at_the_header_path(tmp_path):
     """As save does; it failed in TensorFlow's rename."""
     parts = save_parts(tmp_path, flat_dict(), [{}, {}])
