@@ -2768,8 +2768,8 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
         seed = tf.cast(seed, tf.int64)  # what the shuffle takes (an int32 one failed there)
     elif seed is not None:
         number = _integer(seed)
-        if number is None:
-            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        if number is None or not -(2**63) <= number < 2**63:  # the shuffle's int64
+            raise ValueError(f"seed must be an integer of 64 bits or None, got {seed!r}")
         seed = number
     if seed is not None and not shuffle_files:
         raise ValueError("seed is the seed of shuffle_files=True's shuffle, and does nothing "

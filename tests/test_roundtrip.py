@@ -1150,13 +1150,15 @@ def test_numpy_integers_count_in_save(option, paths):
 
 @pytest.mark.parametrize("option, bad", [
     ("batch_size", True), ("batch_size", 2.0), ("seed", "a"), ("seed", 1.5), ("seed", True),
+    ("seed", 2**63), ("seed", -(2**63) - 1),
     ("original_dtypes", "no"), ("drop_remainder", 1), ("shuffle_files", "yes"),
     ("deterministic", "false"), ("original_dtypes", None),
 ])
 def test_invalid_options_in_load(option, bad, paths):
     super_serial.save(tf.data.Dataset.range(3), *paths)
+    shuffled = {"shuffle_files": True} if option == "seed" else {}  # where a seed does something
     with pytest.raises(ValueError, match=f"{option} must be"):
-        super_serial.load(*paths, **{option: bad})
+        super_serial.load(*paths, **{option: bad}, **shuffled)
 
 
 @pytest.mark.parametrize("options, refused", [
