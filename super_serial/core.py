@@ -445,13 +445,16 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
             text = f.read(16 << 20)
     except tf.errors.OpError as e:
         raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
-    loader = _YAML_LOADER(text)
     try:
-        node = loader.get_single_node()  # the document's nodes, checked before building them
-        problem = _node_problem(node)
-        if problem:
-            raise HeaderError(f"{header_path}: not a valid header: {problem}")
-        raw = loader.construct_document(node) if node is not None else None
+        loader = _YAML_LOADER(text)  # PyYAML's own loader reads bytes here, and may refuse them
+        try:
+            node = loader.get_single_node()  # the document's nodes, checked before building
+            problem = _node_problem(node)
+            if problem:
+                raise HeaderError(f"{header_path}: not a valid header: {problem}")
+            raw = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, yaml.constructor.ConstructorError):
@@ -459,8 +462,6 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         raise HeaderError(f"{header_path}: not a valid header: {reason}") from None
     except (ValueError, TypeError, RecursionError) as e:  # e.g. undecodable bytes
         raise HeaderError(f"{header_path}: not a valid header: {e}") from None
-    finally:
-        loader.dispose()
     base = _basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
 
