@@ -128,9 +128,10 @@ def _parser() -> argparse.ArgumentParser:
     inspect = command(
         "inspect", _inspect, "Show the schema, structure, record counts and shards of a saved "
         "dataset",
-        "Reads only the header: features with dtype, shape (None: unknown), encoding and "
-        "ragged rank; the element structure; records; shard files with their record counts "
-        "and bytes; compression; format version.")
+        "Reads only the header: features with dtype, shape (None: unknown), encoding, "
+        "ragged rank and, where the header has them, tensor names; the element structure; "
+        "records; shard files with their record counts and bytes; compression; format "
+        "version.")
     data_arguments(inspect)
     inspect.add_argument("--json", action="store_true",
                          help="print the same information as JSON, for scripts")
