@@ -1939,10 +1939,15 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
                     Tvalues=s.dtype, Tsplits=s.row_splits_dtype)
                 out.append(_ragged_variant(values, splits))
                 structure.append(s)
-            elif not f.dense_unknown:
+                continue
+            if not f.dense_unknown:
                 out.append(x)
                 structure.append(s)
-            elif _sized_dim(f) == 0:
+                continue
+            # The element as its spec says (a wrong set_shape after a numpy_function, say):
+            # tf.data's own iterator would refuse it, but flattened it would be written
+            x = tf.ensure_shape(tf.identity(x, name=_op_name(f.name)), s.shape)
+            if _sized_dim(f) == 0:
                 out.append(_ragged_variant(x))
                 structure.append(tf.RaggedTensorSpec(s.shape, s.dtype, 0, tf.int64))
             else:
@@ -1956,6 +1961,11 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
 
     function = _one_device_trace(flatten, _flat_specs(specs))
     return function, tuple(structure)
+
+
+def _op_name(feature_name: str) -> str:
+    """An op name that names the feature in TensorFlow's messages (its own, where it can)."""
+    return "super_serial_feature_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", feature_name)
 
 
 def _sized_dim(feature: _Feature) -> int | None:

@@ -1001,6 +1001,28 @@ def test_nested_namedtuple(tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("declared, actual", [([None], [2, 3]), ([None, 3], [4, 2]),
+                                              ([None, 3], [6]), ([3, None], [5, 4])])
+@pytest.mark.parametrize("cached", [False, True])
+def test_elements_that_do_not_fit_their_spec_are_refused(tmp_path, paths, declared, actual,
+                                                         cached):
+    """A wrong set_shape after a numpy_function: tf.data's iterator refuses such elements, but
+    save flattened them and wrote files that its own verify and load then refused."""
+    def element(i):
+        x = tf.numpy_function(lambda i: np.zeros(actual, np.float32), [i], tf.float32)
+        x.set_shape(declared)
+        return {"clip": x, "label": i}
+
+    dataset = tf.data.Dataset.range(4).map(element)
+    if cached:
+        dataset = dataset.cache()
+    refused = ("super_serial_feature_clip .*is not compatible with expected shape|"
+               "incompatible with the row shape")  # sparse_batch's own check (a cached [None])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=refused):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
 def test_non_str_dict_keys(tmp_path, paths):
     dataset = tf.data.Dataset.from_tensor_slices({"outer": {1: [1, 2], 2: [3, 4]}})
     with pytest.raises(SchemaError, match="feature 'outer'.*dict key 1"):
