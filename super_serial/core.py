@@ -1501,7 +1501,8 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             written += rows
             nbytes = files.bytes_written - before
             batches.encoded(rows, nbytes)
-            if not warned and nbytes > _OVERSIZED_BATCH_BYTES:
+            # One element that large needs no smaller batches, and no option bounds it
+            if not warned and nbytes > _OVERSIZED_BATCH_BYTES and rows > 1:
                 warned = True
                 _warn_oversized(tfrecord_path, rows, nbytes)
             meter.update(written, files.bytes_written)

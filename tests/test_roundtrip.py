@@ -1348,6 +1348,20 @@ def test_batches_far_larger_than_meant_warn_once(tmp_path, monkeypatch):
     assert_same_elements(dataset, super_serial.load(bounded))
 
 
+def test_one_element_larger_than_a_batch_does_not_warn(tmp_path, monkeypatch):
+    """A batch of one element past the limit warned "elements_per_batch=1 bounds them", which
+    bounds nothing: the element itself is that large. (Scaled down as above.)"""
+    monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 10_000)
+    monkeypatch.setattr(super_serial.core, "_OVERSIZED_BATCH_BYTES", 20_000)
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter([np.zeros(7_000, np.float32)]),
+        output_signature=tf.TensorSpec([7_000], tf.float32))  # one element of 28 kB
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        super_serial.save(dataset, str(tmp_path / "d.tfrecord"))
+    assert_same_elements(dataset, super_serial.load(str(tmp_path / "d.tfrecord")))
+
+
 def _strings_dataset(count: int, length: int) -> tf.data.Dataset:
     strings = [(b"%06d" % i * length)[:length] for i in range(count)]
     pairs = tf.RaggedTensor.from_uniform_row_length([b"a", b"bc"] * count, 2)  # ragged rank 0
