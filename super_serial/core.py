@@ -2850,11 +2850,16 @@ def _count_records(header: _Header, path: str) -> _Header:
 def _check_names(header: _Header, tfrecord_path: str, header_path: str):
     """A header names its record files, and `tfrecord_path` gives only their folder: a header
     copied beside a copy of its records would make `load` read the original ones. Refused
-    where the header lists no file named for `tfrecord_path` but one is there (at the path,
-    or its first shard's name): a merged header lists its parts' files, and has none of its
-    own."""
+    where the header lists the files of a save to another name, and a file named for
+    `tfrecord_path` is there (at the path, or its first shard's name). A merged header lists
+    its parts' files, which are no one save's: loaded as they are, also where the records of
+    an earlier save to its path are still there."""
     base = _basename(tfrecord_path)
-    if not header.version or any(_is_save_name(s.file, base) for s in header.shards):
+    names = [s.file for s in header.shards]
+    if not header.version or any(_is_save_name(name, base) for name in names):
+        return
+    other = names[0] if len(names) == 1 else names[0].rpartition("-00000-of-")[0]
+    if names != shard_file_names(other, len(names)):  # merged
         return
     folder = _dirname(tfrecord_path)
     for name in dict.fromkeys([base, shard_file_names(base, len(header.shards))[0]]):

@@ -14,7 +14,7 @@ import tensorflow as tf
 import yaml
 from conftest import copy_pair, save_pair
 
-from super_serial import CorruptDataError, HeaderError, load, read_header, save, verify
+from super_serial import CorruptDataError, HeaderError, load, merge, read_header, save, verify
 
 NUM = 1100  # two blocks of records (1024 and 76)
 ITERATION_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError)
@@ -482,6 +482,19 @@ def test_a_copied_pair_does_not_read_the_original_records(tmp_path, num_shards):
     assert iterate(original) == 10  # the original still loads
     Path(first).unlink()  # nothing there: the files listed, in the folder given, as for a merge
     assert iterate(copy) == 10
+
+
+def test_a_merged_header_over_an_earlier_save_still_loads(tmp_path):
+    """The earlier save's file stays beside the merged header that replaced its header: the
+    header lists its parts' files, which are no one save's, and they are what load reads."""
+    merged = str(tmp_path / "train.tfrecord")
+    save(dataset(4), merged)  # train.tfrecord, soon without a header of its own
+    parts = [str(tmp_path / f"train.tfrecord-part{i}") for i in range(2)]
+    for i, part in enumerate(parts):
+        save(dataset(10).shard(2, i), part)
+    merge(parts, merged)
+    assert Path(merged).exists()
+    assert iterate(merged) == 10
 
 
 # ---- headers of the original module: no sizes or counts, but errors still name the file -------
