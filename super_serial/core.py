@@ -1551,12 +1551,12 @@ def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded:
     of their shards, which a save there removes), which would lose both; or where a local
     file's name (a shard's, if `sharded`) would be too long, which the renames at the end
     would find only after all the writing."""
-    folder = _dirname(tfrecord_path)
-    names = shard_file_names(_basename(tfrecord_path), num_shards)
-    _check_not_folders([tfrecord_path, header_path] + [_join(folder, n) for n in names])
-    names = ((tfrecord_path, shard_file_names(_basename(tfrecord_path), 2 if sharded else 1)[0]),
-             (header_path, _basename(header_path)))
-    for path, name in names:
+    folder, base = _dirname(tfrecord_path), _basename(tfrecord_path)
+    shards = [_join(folder, name) for name in shard_file_names(base, num_shards)]
+    _check_not_folders([tfrecord_path, header_path] + shards)
+    longest = ((tfrecord_path, shard_file_names(base, 2 if sharded else 1)[0]),
+               (header_path, _basename(header_path)))
+    for path, name in longest:
         if _is_local(path) and len(name.encode()) > _MAX_NAME_BYTES:
             raise ValueError(f"{path!r}: a file name of {len(name.encode())} bytes "
                              f"({'its shards: ' if name != _basename(path) else ''}{name!r}) "
