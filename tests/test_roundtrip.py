@@ -1230,19 +1230,21 @@ def test_tensor_seeds_inside_tf_function(paths):
 @pytest.mark.parametrize("call", ["save", "save header", "load", "verify", "read_header",
                                   "merge"])
 @pytest.mark.parametrize("bad", [b"/tmp/d\xff.tfrecord", "/tmp/d\udcff.tfrecord"])
-def test_paths_that_are_not_utf8_are_named(bad, call):
+def test_paths_that_are_not_utf8_are_named(bad, call, tmp_path):
     """TensorFlow's file functions take UTF-8: bytes that are not failed with a
     UnicodeDecodeError, and a str with surrogates with a UnicodeEncodeError, naming nothing."""
     calls = {
         "save": lambda: super_serial.save(tf.data.Dataset.range(3), bad),
-        "save header": lambda: super_serial.save(tf.data.Dataset.range(3), "/tmp/x", bad),
+        "save header": lambda: super_serial.save(tf.data.Dataset.range(3), str(tmp_path / "x"),
+                                                 bad),
         "load": lambda: super_serial.load(bad),
         "verify": lambda: super_serial.verify(bad),
         "read_header": lambda: super_serial.read_header(bad),
-        "merge": lambda: super_serial.merge([bad], "/tmp/merged"),
+        "merge": lambda: super_serial.merge([bad], str(tmp_path / "merged")),
     }
     with pytest.raises(ValueError, match=re.escape(repr(bad)) + ": paths must be valid UTF-8"):
         calls[call]()
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_a_tensor_path_is_refused_clearly(paths):
