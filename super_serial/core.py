@@ -261,6 +261,10 @@ def default_header_path(tfrecord_path) -> str:
     return _fspath(tfrecord_path) + HEADER_SUFFIX
 
 
+# Shard names have five digits (`base-00000-of-00064`): the most files one save can name
+_MAX_SHARDS = 99_999
+
+
 def shard_file_names(base: str, num_shards: int) -> list[str]:
     """`base` for one shard, else `base-00000-of-0000N` (the TensorFlow/TFDS convention)."""
     if num_shards == 1:
@@ -811,14 +815,15 @@ def _integer(value) -> int | None:
 
 
 def _count(value, name: str, *, optional: bool = True) -> int | None:
-    """An argument that counts something, as a Python int: a positive integer, or None where
-    `optional`; ValueError naming the argument otherwise."""
+    """An argument that counts something, as a Python int: a positive integer below 2**63
+    (TensorFlow's counts are int64), or None where `optional`; ValueError naming the argument
+    otherwise."""
     if value is None and optional:
         return None
     number = _integer(value)
-    if number is None or number < 1:
+    if number is None or not 1 <= number < 2**63:
         either = " or None" if optional else ""
-        raise ValueError(f"{name} must be a positive integer{either}, got {value!r}")
+        raise ValueError(f"{name} must be a positive integer below 2**63{either}, got {value!r}")
     return number
 
 
@@ -1400,6 +1405,9 @@ def save(
     if num_shards is not None and shard_size is not None:
         raise ValueError("give num_shards or shard_size, not both")
     num_shards = _count(num_shards, "num_shards")
+    if num_shards is not None and num_shards > _MAX_SHARDS:
+        raise ValueError(f"num_shards={num_shards:,} is more than the {_MAX_SHARDS:,} files a "
+                         "save can name (name-00000-of-99999)")
     shard_size = _count(shard_size, "shard_size (bytes)")
     elements_per_batch = _count(elements_per_batch, "elements_per_batch")
     progress = _flag(progress, "progress")
@@ -2355,6 +2363,11 @@ class _RecordFiles:
             if self.current_bytes >= self.shard_size:
                 self._write_to(-1, records[start:i], sizes[start:i])
                 start = i
+                if len(self.writers) == _MAX_SHARDS:
+                    raise ValueError(
+                        f"{self.path}: shard_size={self.shard_size:,} bytes makes more than "
+                        f"the {_MAX_SHARDS:,} files a save can name (name-00000-of-99999); "
+                        "nothing was saved: give a larger shard_size")
                 self.writers[-1].close()
                 self._open()
             self.current_bytes += size + _FRAMING_BYTES

@@ -1154,11 +1154,32 @@ def test_compression_spellings(compression, paths):
 
 
 @pytest.mark.parametrize("option", ["num_shards", "shard_size", "elements_per_batch"])
-@pytest.mark.parametrize("bad", [0, -1, 2.5, True, np.bool_(True), "3", np.float64(2)])
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, np.bool_(True), "3", np.float64(2), 2**63,
+                                 2**70])
 def test_invalid_counts_in_save(option, bad, tmp_path, paths):
-    with pytest.raises(ValueError, match=f"{option}.* must be a positive integer"):
+    with pytest.raises(ValueError, match=f"{option}.* must be a positive integer below 2\\*\\*63"):
         super_serial.save(tf.data.Dataset.range(3), *paths, **{option: bad})
     _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("num_shards", [100_000, 2**62])
+def test_num_shards_beyond_what_five_digit_names_hold(num_shards, tmp_path, paths):
+    """2**62 shards built a list of that many names (10 GB in a minute, then killed); from
+    100,000 on, names outgrow base-NNNNN-of-NNNNN, which load and later saves recognise."""
+    with pytest.raises(ValueError, match=f"num_shards={num_shards:,} is more than the 99,999"):
+        super_serial.save(tf.data.Dataset.range(3), *paths, num_shards=num_shards)
+    _nothing_written(tmp_path)
+
+
+def test_shard_size_making_more_files_than_names_hold(monkeypatch, tmp_path, paths):
+    super_serial.save(tf.data.Dataset.range(3), *paths)  # an earlier save, which must survive
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    monkeypatch.setattr(core, "_MAX_SHARDS", 4)  # 100,000 files would take minutes
+    with pytest.raises(ValueError, match=r"shard_size=1 bytes makes more than the 4 files"):
+        super_serial.save(tf.data.Dataset.range(5), *paths, shard_size=1)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    super_serial.save(tf.data.Dataset.range(4), *paths, shard_size=1)  # four files: fine
+    assert len(super_serial.read_header(paths[1])["shards"]) == 4
 
 
 @pytest.mark.parametrize("option", ["num_shards", "shard_size", "elements_per_batch"])
@@ -1172,7 +1193,7 @@ def test_numpy_integers_count_in_save(option, paths):
 
 @pytest.mark.parametrize("option, bad", [
     ("batch_size", True), ("batch_size", 2.0), ("seed", "a"), ("seed", 1.5), ("seed", True),
-    ("seed", 2**63), ("seed", -(2**63) - 1),
+    ("seed", 2**63), ("seed", -(2**63) - 1), ("batch_size", 2**63), ("batch_size", 2**70),
     ("original_dtypes", "no"), ("drop_remainder", 1), ("shuffle_files", "yes"),
     ("deterministic", "false"), ("original_dtypes", None),
 ])
