@@ -2584,7 +2584,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
       HeaderError: A part's header is missing or invalid.
       CorruptDataError: A part's record file is missing or its size differs from its header's.
       ValueError: The merged dataset or its header would land on a part's files or on a
-        folder, a part is listed twice, or a path is not UTF-8.
+        folder, a part is listed twice, a path is not UTF-8, or one part would be merged
+        where the records of an earlier save to `tfrecord_path` are (`load` could not tell
+        that header from a copy of the part's).
 
     Example:
       >>> # machine i of n: save(ds.shard(n, i), f"gs://bucket/data-part{i}")
@@ -2636,6 +2638,11 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     merged = dataclasses.replace(headers[0], shards=shards, layout="sequential",
                                  num_records=sum(h.num_records for h in headers),
                                  block_records=min(h.block_records for h in headers))
+    beside = _beside_a_copy(merged, tfrecord_path)
+    if beside is not None:  # one part: its header's copy, which load would refuse
+        raise ValueError(f"{beside}: records of an earlier save are there, and a header that "
+                         f"lists only {parts[0]}'s files beside them reads as a copy of that "
+                         "part's header; remove them, or merge under another name")
     temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
     try:
         _write_header(temp, merged)
@@ -2864,24 +2871,33 @@ def _check_names(header: _Header, tfrecord_path: str, header_path: str):
     """A header names its record files, and `tfrecord_path` gives only their folder: a header
     copied beside a copy of its records would make `load` read the original ones. Refused
     where the header lists the files of a save to another name, and a file named for
-    `tfrecord_path` is there (at the path, or its first shard's name). A merged header lists
-    its parts' files, which are no one save's: loaded as they are, also where the records of
-    an earlier save to its path are still there."""
+    `tfrecord_path` is there (`_beside_a_copy`)."""
+    path = _beside_a_copy(header, tfrecord_path)
+    if path is not None:
+        raise HeaderError(
+            f"{header_path}: lists the record files {_short(header.shards[0].file)}"
+            f"{', ...' if len(header.shards) > 1 else ''}, not {path}, which is there too: "
+            "the header was saved with other records (copied or renamed beside these?)")
+
+
+def _beside_a_copy(header: _Header, tfrecord_path: str) -> str | None:
+    """The file named for `tfrecord_path` (at the path, or its first shard's name) where it is
+    there and `header` lists exactly the files of a save to another name; else None. A header
+    merged from several parts lists files that are no one save's: loaded as they are, also
+    where the records of an earlier save to its path are still there."""
     base = _basename(tfrecord_path)
     names = [s.file for s in header.shards]
     if not header.version or any(_is_save_name(name, base) for name in names):
-        return
+        return None
     other = names[0] if len(names) == 1 else names[0].rpartition("-00000-of-")[0]
     if names != shard_file_names(other, len(names)):  # merged
-        return
+        return None
     folder = _dirname(tfrecord_path)
     for name in dict.fromkeys([base, shard_file_names(base, len(header.shards))[0]]):
         path = _join(folder, name)
         if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
-            raise HeaderError(
-                f"{header_path}: lists the record files {_short(header.shards[0].file)}"
-                f"{', ...' if len(header.shards) > 1 else ''}, not {path}, which is there too: "
-                "the header was saved with other records (copied or renamed beside these?)")
+            return path
+    return None
 
 
 def _check_files(header: _Header, paths: list, header_path: str):

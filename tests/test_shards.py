@@ -483,6 +483,25 @@ def test_saving_over_a_merged_dataset_keeps_its_parts(tmp_path):
         assert_same_elements(full.shard(2, i), load(part))
 
 
+@pytest.mark.parametrize("options", [{}, {"shard_size": SHARD_SIZE}])
+def test_merging_one_part_where_an_earlier_save_left_records(tmp_path, options):
+    """One part's merged header lists exactly that part's files, as a copy of its header
+    does: beside an earlier save's records load refused it, after merge had written it."""
+    full = flat_dict()
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(features_label(), tfrecord_path)  # the earlier save, with its header
+    earlier = (tmp_path / "data.tfrecord.header.yaml").read_bytes()
+    [part] = save_parts(tmp_path, full, [options])
+    with pytest.raises(ValueError, match=re.escape(f"{tfrecord_path}: records of an earlier "
+                                                   f"save are there") + ".*" + re.escape(part)):
+        merge([part], tfrecord_path)
+    assert (tmp_path / "data.tfrecord.header.yaml").read_bytes() == earlier
+    assert_same_elements(features_label(), load(tfrecord_path))
+    os.remove(tfrecord_path)  # without those records, the one part merges and loads
+    merge([part], tfrecord_path)
+    assert_same_elements(full, load(tfrecord_path))
+
+
 def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
     parts = save_parts(tmp_path, flat_dict(), [{}, {}])
     part0_header = (tmp_path / "data.tfrecord-part0.header.yaml").read_bytes()
