@@ -617,14 +617,29 @@ def test_a_folder_at_a_shards_name_is_refused_before_writing(tmp_path):
 
 
 def test_a_loaded_dataset_saved_over_its_own_files(tmp_path):
-    """As the README says: it works once (the old files are read while the new ones are
-    written beside them), and the loaded dataset then reads files that are gone."""
+    """As the README says: it works (the old files are read while the new ones are written
+    beside them), and the loaded dataset then reads the new files: files that are gone, ..."""
     tfrecord_path = str(tmp_path / "data.tfrecord")
     save(wide(30), tfrecord_path)
     loaded = load(tfrecord_path)
     save(loaded, tfrecord_path, num_shards=2)  # data.tfrecord is replaced by two shards
     assert_same_elements(wide(30), load(tfrecord_path))
     with pytest.raises(tf.errors.NotFoundError, match="data.tfrecord"):
+        list(loaded)
+
+
+def test_a_loaded_dataset_reads_what_a_save_over_its_files_wrote(tmp_path):
+    """... the new records where the files' names and counts are the same (the README said
+    NotFoundError for every case), and a count that changed is named with the file."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(tf.data.Dataset.range(5), tfrecord_path)
+    loaded = load(tfrecord_path)
+    save(loaded.map(lambda x: x + 100), tfrecord_path)
+    assert [int(x) for x in loaded] == [100, 101, 102, 103, 104]
+    save(loaded.take(3), tfrecord_path)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=re.escape(f"{tfrecord_path}: the header says 5 records, but the "
+                                       "file holds 3")):
         list(loaded)
 
 
