@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import functools
+import hashlib
 import itertools
 import math
 import os
@@ -2452,6 +2453,8 @@ def _move_into_place(moves: list, token: str):
     with new ones, so `load` refuses what is there. If any rename fails, the new files are
     removed and the old ones moved back, so a failed save changes nothing.
     """
+    # Each rename is listed before it is made, and undone only where it was made (its source
+    # is gone): a Ctrl-C during a rename's system call is raised once the rename is done
     aside, placed = [], []
     try:
         for _, destination in moves[-1:] + moves[:-1]:
@@ -2459,17 +2462,19 @@ def _move_into_place(moves: list, token: str):
             # prefix of its files a folder ("data.tfrecord" beside its shards)
             if tf.io.gfile.exists(destination) and not tf.io.gfile.isdir(destination):
                 backup = _temp_name(destination, token, ".old")
-                tf.io.gfile.rename(destination, backup, overwrite=True)
                 aside.append((backup, destination))
+                tf.io.gfile.rename(destination, backup, overwrite=True)
         for temp, destination in moves:
+            placed.append((temp, destination))
             tf.io.gfile.rename(temp, destination, overwrite=True)
-            placed.append(destination)
     except BaseException:
-        for destination in placed:
-            _remove_quietly(destination)
+        for temp, destination in placed:
+            if not tf.io.gfile.exists(temp):
+                _remove_quietly(destination)
         for backup, destination in aside:
             try:
-                tf.io.gfile.rename(backup, destination, overwrite=True)
+                if tf.io.gfile.exists(backup):
+                    tf.io.gfile.rename(backup, destination, overwrite=True)
             except tf.errors.OpError:
                 pass
         raise
@@ -2492,10 +2497,16 @@ def _remove_quietly(path: str):
 
 
 def _temp_name(path: str, token: str, index: int | str = "") -> str:
-    """A hidden temporary name beside `path`: `.<name>.<token>.tmp<index>`, with the name cut
-    short where the whole would pass 255 bytes, most filesystems' limit on a name."""
+    """A hidden temporary name beside `path`: `.<name>.<token>.tmp<index>`. Where the whole
+    would pass 255 bytes, most filesystems' limit on a name, the name is cut short and ends in
+    `~` and a digest of all of it: long names that differ only at the end (a dataset's
+    records and its header, its shards) still get temporaries of their own."""
     tail = f".{token}.tmp{index}"
-    name = _basename(path).encode()[:_MAX_NAME_BYTES - 1 - len(tail)]
+    name = _basename(path).encode()
+    room = _MAX_NAME_BYTES - 1 - len(tail)
+    if len(name) > room:
+        digest = b"~" + hashlib.sha1(name).hexdigest()[:12].encode()
+        name = name[:room - len(digest)] + digest
     return _join(_dirname(path), f".{name.decode(errors='ignore')}{tail}")
 
 

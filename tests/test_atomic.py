@@ -307,6 +307,56 @@ def test_shard_rename_error_keeps_previous_shards(tmp_path, monkeypatch):
     assert_same_elements(dataset, load(tfrecord_path))
 
 
+def interrupted_rename(monkeypatch, n: int):
+    """Makes the n-th rename happen and then raise KeyboardInterrupt, as a Ctrl-C during its
+    system call is raised once the call returns; returns the renames' destinations."""
+    real_rename, done = tf.io.gfile.rename, []
+
+    def rename(src, dst, overwrite=False):
+        real_rename(src, dst, overwrite)
+        done.append(dst)
+        if len(done) == n:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    return done
+
+
+@pytest.mark.parametrize("n", range(1, 9))  # 4 files aside, then 4 new ones (the header last)
+def test_a_ctrl_c_during_a_rename_keeps_previous_pair(tmp_path, monkeypatch, n):
+    """The rename was listed for the rollback only once it returned: a Ctrl-C during the old
+    header's move aside left no header (load refused the folder), and one during a shard's
+    rename left that new shard beside the old dataset."""
+    tfrecord_path, dataset, before = three_shards(tmp_path)
+    done = interrupted_rename(monkeypatch, n)
+    with pytest.raises(KeyboardInterrupt):
+        save(wide(30, offset=5.0), tfrecord_path, num_shards=3)
+    monkeypatch.undo()
+    assert len(done) >= n
+    assert snapshot(tmp_path) == before
+    assert_same_elements(dataset, load(tfrecord_path))
+
+
+@pytest.mark.parametrize("num_shards", [1, 3])
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_long_names_keep_their_backups_apart(tmp_path, monkeypatch, num_shards, n):
+    """A 235-byte name and its header's (247) were both cut to the same temporary name, so
+    moving the records aside replaced the old header's backup: a failed save then left the old
+    records' bytes at the header path and nothing else (and a killed one lost the header)."""
+    tfrecord_path = str(tmp_path / ("a" * 226 + ".tfrecord"))
+    save(wide(20), tfrecord_path, num_shards=num_shards)
+    before = snapshot(tmp_path)
+    destinations = [str(tmp_path / name) for name in before]
+    backups = {core._temp_name(d, "0123456789ab", ".old") for d in destinations}
+    assert len(backups) == len(destinations) and all(len(Path(b).name) <= 255 for b in backups)
+    failing_rename(monkeypatch, lambda src, dst, calls=[]: calls.append(dst) or len(calls) == n)
+    with pytest.raises(tf.errors.PermissionDeniedError, match="rename refused"):
+        save(wide(10, offset=5.0), tfrecord_path, num_shards=num_shards)
+    monkeypatch.undo()
+    assert snapshot(tmp_path) == before
+    assert_same_elements(wide(20), load(tfrecord_path))
+
+
 def test_a_load_during_a_saves_renames_is_told_to_try_again(tmp_path, monkeypatch):
     """A reader in another process meets the moved-aside header while a save runs, not only
     after a killed one: the message allowed only for the latter."""
