@@ -35,18 +35,32 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         _start_tensorflow(quiet=not args.debug)
-        return args.run(args) or 0
+        status = args.run(args) or 0
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `super-serial head ... | head -3`; the Python docs' recipe
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_output()
         return 1
     except Exception as e:  # noqa: BLE001 - every failure becomes one line (or a traceback)
         if args.debug:
             traceback.print_exc()
         print(f"{PROG}: error: {_describe(e)}", file=sys.stderr)
+        status = 1
+    try:  # here, not at exit, where a failure printed "Exception ignored" and exited 120
+        sys.stdout.flush()
+    except OSError as e:
+        _drop_output()
+        if not isinstance(e, BrokenPipeError):
+            print(f"{PROG}: error: standard output: {e.strerror or e}", file=sys.stderr)
         return 1
+    return status
+
+
+def _drop_output():
+    """Points stdout at the null device, so that the interpreter's flush at exit cannot fail
+    again on output that cannot be written (a closed pipe, a full disk)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _start_tensorflow(quiet: bool):

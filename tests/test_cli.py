@@ -330,6 +330,41 @@ def test_held_back_start_up_lines_are_shown_when_tensorflow_fails_to_import(tmp_
     ], result.stderr
 
 
+def buffered_env() -> dict:
+    """The user's environment as a shell usually has it: stdout block-buffered into a pipe or
+    file (PYTHONUNBUFFERED, which hid the failures below, unset)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONUNBUFFERED")}
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["inspect", "--json"], ["head", "-n", "1"],
+                                     ["verify"]])
+def test_output_into_a_closed_pipe_exits_1_quietly(saved, command):
+    """As README says (`... | head -1`): the output, flushed only at exit, went to a closed
+    pipe after main had returned: "Exception ignored ... BrokenPipeError", exit status 120."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before anything is written
+    try:
+        result = subprocess.run([sys.executable, "-m", "super_serial", command[0], str(saved),
+                                 *command[1:]], stdout=write_end, stderr=subprocess.PIPE,
+                                env=buffered_env(), timeout=120)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.decode() == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+def test_output_onto_a_full_disk_is_one_error_line(saved):
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run([sys.executable, "-m", "super_serial", "inspect", str(saved)],
+                                stdout=full, stderr=subprocess.PIPE, env=buffered_env(),
+                                timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.decode().splitlines() == [
+        "super-serial: error: standard output: No space left on device"]
+
+
 def test_debug_shows_the_traceback(tmp_path):
     # Without --debug, every failure above is one line and no traceback (assert_fails_naming).
     result = run("--debug", "verify", str(tmp_path / "none.tfrecord"))
