@@ -378,7 +378,7 @@ def _head(args) -> int:
     names = list(super_serial.read_header(header_path)["features"])
     dataset = super_serial.load(args.path, header_path).take(args.num)
     shown = 0
-    for index, element in enumerate(dataset):
+    for index, element in _not_an_example_named(dataset, args.path, header_path):
         print(f"element {index}")
         leaves = [(name, *_leaf_text(leaf)) for name, leaf in zip(names, tf.nest.flatten(element))]
         name_width = max(len(name) for name, _, _ in leaves)
@@ -394,6 +394,23 @@ def _head(args) -> int:
     if shown < args.num:
         print(f"({shown} element{'s' if shown != 1 else ''} in all)")
     return 0
+
+
+def _not_an_example_named(dataset, path: str, header_path: str):
+    """enumerate(dataset), where a record that is no tf.train.Example raises a CorruptDataError
+    naming its file and index (as `verify` does), not a UnicodeDecodeError naming nothing."""
+    from super_serial import core
+
+    iterator = iter(enumerate(dataset))
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            header = core._read_header(header_path, path)
+            raise core.CorruptDataError(core._not_an_example(header, path)) from None
+        yield item
 
 
 def _leaf_text(leaf) -> tuple[str, str]:

@@ -3655,12 +3655,37 @@ def verify(tfrecord_path, header_path=None, progress: bool = False) -> dict:
     except tf.errors.OpError as e:
         raise CorruptDataError(_tf_message(e)) from None
     except UnicodeDecodeError:  # TensorFlow quoting undecodable record bytes in its message
-        raise CorruptDataError(f"{tfrecord_path}: a record is not a valid tf.train.Example"
-                               ) from None
+        raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
     finally:
         meter.close()
     return {"num_records": count, "files": _shard_paths(header, tfrecord_path),
             "header": header.to_yaml()}
+
+
+def _not_an_example(header: _Header, tfrecord_path: str) -> str:
+    """Which record is no tf.train.Example, where TensorFlow's error, which quotes the record's
+    bytes, could not be decoded and so said nothing (tensorflow#5676): the first such record
+    found reading the files again, one by one, parsed for a feature no record holds."""
+    probe = {"super_serial: no feature": tf.io.VarLenFeature(tf.string)}
+
+    def parses(records) -> bool:
+        try:
+            tf.io.parse_example(records, probe)
+            return True
+        except (UnicodeDecodeError, tf.errors.InvalidArgumentError):
+            return False
+
+    try:
+        for path in _shard_paths(header, tfrecord_path):
+            start = 0
+            for batch in tf.data.TFRecordDataset(path, header.compression or "").batch(1024):
+                if not parses(batch):
+                    index = next(i for i, record in enumerate(batch) if not parses([record]))
+                    return f"{path}: record {start + index} is not a valid tf.train.Example"
+                start += int(batch.shape[0])
+    except tf.errors.OpError:  # the files cannot be read either: nothing more to say
+        pass
+    return f"{tfrecord_path}: a record is not a valid tf.train.Example"
 
 
 def _share(total: int | None, done: int, of: int | None) -> int | None:

@@ -276,6 +276,29 @@ def test_head_prints_the_first_elements(saved):
     assert "..." in out and len(out.splitlines()) < 40  # the image is summarized
 
 
+@pytest.mark.parametrize("command", [["head", "-n", str(ELEMENTS)], ["verify"]])
+def test_a_record_that_is_no_example_is_named_with_its_shard(scratch, command):
+    """head failed with "UnicodeDecodeError ... (an unexpected error)" (TensorFlow's message
+    quotes the record's bytes: tensorflow#5676), verify with the dataset's path, no file."""
+    second = shard(scratch, 1)
+    options = tf.io.TFRecordOptions()
+    records = list(tf.data.TFRecordDataset(str(second)).as_numpy_iterator())
+    records[0] = b"\n\xa1\x01\n\t\n\x01r\x12\x04\x1a\x02\n"  # 161 bytes promised, 12 given
+    with tf.io.TFRecordWriter(str(second), options) as writer:
+        for record in records:
+            writer.write(record)
+    header = scratch.parent / f"{scratch.name}.header.yaml"
+    text = header.read_text()
+    old_size = super_serial.read_header(header)["shards"][1]["num_bytes"]
+    header.write_text(text.replace(f"num_bytes: {old_size}", f"num_bytes: {second.stat().st_size}"))
+
+    result = run(command[0], str(scratch), *command[1:])
+
+    assert result.returncode == 1
+    assert error_lines(result) == [
+        f"super-serial: error: {second}: record 0 is not a valid tf.train.Example"], result.stderr
+
+
 # ---- usage and errors ---------------------------------------------------------------------
 
 

@@ -592,5 +592,26 @@ def test_malformed_record_fails_iteration_with_a_tensorflow_error(malformed):
 
 def test_malformed_record_fails_verify(malformed):
     tfrecord_path, header_path = malformed
-    with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}"):
+    with pytest.raises(CorruptDataError, match=f"^{tfrecord_path}: record 5 is not a valid "
+                                               "tf.train.Example$"):
         verify(tfrecord_path, header_path)
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP"])
+def test_malformed_record_in_a_shard_is_named_with_its_shard(tmp_path, compression):
+    """verify named `tfrecord_path`, which is no file when the records are in shards."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(tf.data.Dataset.range(6000), tfrecord_path, num_shards=3, compression=compression)
+    shard = f"{tfrecord_path}-00001-of-00003"
+    options = tf.io.TFRecordOptions(compression_type=compression or "")
+    records = list(tf.data.TFRecordDataset(shard, compression or "").as_numpy_iterator())
+    records[1500] = MALFORMED  # in the file's second batch of 1,024, as it is read again
+    with tf.io.TFRecordWriter(shard, options) as writer:
+        for record in records:
+            writer.write(record)
+    size = Path(shard).stat().st_size
+    edit_header(tfrecord_path + ".header.yaml",
+                lambda h: h["shards"][1].__setitem__("num_bytes", size))
+    with pytest.raises(CorruptDataError, match=f"^{re.escape(shard)}: record 1500 is not a "
+                                               "valid tf.train.Example$"):
+        verify(tfrecord_path)
