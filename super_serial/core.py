@@ -49,6 +49,7 @@ COMPRESSIONS = (None, "GZIP", "ZLIB")
 BARE_TENSOR_NAME = "tensor"
 _MAX_RECORD_BYTES = 2**31 - 1  # protobuf's hard limit on one serialized message
 _MAX_BLOCK_RECORDS = 2**16
+_MAX_NESTING = 256  # dicts and tuples in an element, one inside another
 _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at once
 _TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
 _TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
@@ -614,6 +615,8 @@ class _HeaderParser:
     def parse_structure(self, node, field, path) -> list:
         if isinstance(node, str):
             return [(node, path)]
+        if len(path) == _MAX_NESTING:  # deeper, `load` and the CLI ran out of Python's stack
+            self.fail("structure", f"nests more than {_MAX_NESTING} levels deep")
         if isinstance(node, dict) and node:
             out = []
             for key in sorted(node, key=str):

@@ -1162,6 +1162,34 @@ def test_invalid_counts_in_save(option, bad, tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+def nested(depth: int, leaf) -> dict:
+    for _ in range(depth):
+        leaf = {"a": leaf}
+    return leaf
+
+
+def test_structures_nest_256_levels_deep_and_no_more(tmp_path, paths, capsys):
+    """A header nested 600 levels deep (written by hand: save stopped near 480, where PyYAML
+    ran out of stack) was read, then `super-serial inspect` and `head` hit RecursionError;
+    now the header format holds 256 levels, which everything reading it can walk."""
+    from super_serial import cli
+
+    deepest = tf.data.Dataset.from_tensors(nested(256, tf.constant([1.5, -0.0])))
+    super_serial.save(deepest, *paths)
+    assert_same_elements(deepest, super_serial.load(*paths))
+    for command in (["inspect"], ["head"], ["verify"]):
+        assert cli.main([*command, paths[0], "--header", paths[1]]) == 0, capsys.readouterr().err
+    assert "structure: {a: {a: {a:" in capsys.readouterr().out
+    header = super_serial.read_header(paths[1])
+    with pytest.raises(SchemaError, match="the header: field 'structure': nests more than 256 "
+                                          "levels deep"):
+        super_serial.save(tf.data.Dataset.from_tensors(nested(257, 1.5)), str(tmp_path / "b"))
+    header["structure"] = {"b": header["structure"]}  # 257 levels, by hand
+    Path(paths[1]).write_text(yaml.safe_dump(header))
+    with pytest.raises(super_serial.HeaderError, match="nests more than 256 levels deep"):
+        super_serial.load(*paths)
+
+
 @pytest.mark.parametrize("num_shards", [100_000, 2**62])
 def test_num_shards_beyond_what_five_digit_names_hold(num_shards, tmp_path, paths):
     """2**62 shards built a list of that many names (10 GB in a minute, then killed); from
