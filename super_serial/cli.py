@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import posixpath
+import shlex
 import shutil
 import statistics
 import sys
@@ -277,14 +278,15 @@ def _inspect_text(info: dict) -> str:
     version = info["version"] or "0 (original super_serial module)"
     lines = [
         f"{info['path']}  (header {info['header_path']})",
-        f"format {info['format']} version {version}; {_count(info['num_records'])} records; "
+        f"format {info['format']} version {version}; "
+        f"{_counted(info['num_records'], 'record')}; "
         f"compression {info['compression'] or 'none'}",
         f"{len(info['shards'])} shard{'s' if len(info['shards']) != 1 else ''}, layout "
-        f"{info['layout']}, {info['block_records']} records per block",
+        f"{info['layout']}, {_counted(info['block_records'], 'record')} per block",
         "",
     ]
-    rows = [(f["name"], f["dtype"], _shape(f["shape"]), f["encoding"], str(f["ragged_rank"]))
-            for f in info["features"]]
+    rows = [(_name(f["name"]), f["dtype"], _shape(f["shape"]), f["encoding"],
+             str(f["ragged_rank"])) for f in info["features"]]
     titles = ("feature", "dtype", "shape", "encoding", "ragged rank")
     if any(f["tensor_name"] is not None for f in info["features"]):  # tf.TensorSpec names
         rows = [row + ("-" if f["tensor_name"] is None else json.dumps(f["tensor_name"]),)
@@ -318,16 +320,30 @@ def _count(value) -> str:
     return "?" if value is None else f"{value:,}"
 
 
+def _counted(value, noun: str) -> str:
+    """`_count(value)` and the noun: "1 record", "2,000 records", "? records"."""
+    return f"{_count(value)} {noun}{'' if value == 1 else 's'}"
+
+
 def _structure(node, top: bool = True) -> str:
     """The element structure with feature names: `{image, meta: {score}}`, `(0, 1)`."""
     if isinstance(node, dict):
-        items = [key if isinstance(value, str) else f"{key}: {_structure(value, False)}"
-                 for key, value in node.items()]
+        items = [_name(key) if isinstance(value, str) else
+                 f"{_name(key)}: {_structure(value, False)}" for key, value in node.items()]
         return "{" + ", ".join(items) + "}"
     if isinstance(node, list):
         items = [_structure(item, False) for item in node]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    return f"a single tensor, feature {node!r}" if top else node
+    return f"a single tensor, feature {node!r}" if top else _name(node)
+
+
+def _name(name: str) -> str:
+    """A feature name or dict key as printed: as it is, or JSON-quoted where it would not read
+    as one name in a table cell or in `_structure` (empty, spaces at an end, a line break or
+    tab, the structure's own punctuation, a quote)."""
+    plain = (name and name == name.strip() and name.isprintable()
+             and not any(c in name for c in ",:{}()\"'"))
+    return name if plain else json.dumps(name, ensure_ascii=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,7 +375,7 @@ def _verify(args) -> int:
     for line in _table(("file", "records", "bytes"), rows, right=(1, 2)):
         print(line)
     files = len(result["files"])
-    print(f"OK: {files} file{'s' if files != 1 else ''}, {result['num_records']:,} records, "
+    print(f"OK: {_counted(files, 'file')}, {_counted(result['num_records'], 'record')}, "
           f"{total_bytes:,} bytes match {header_path} ({seconds:.2f} s)")
     return 0
 
@@ -375,7 +391,7 @@ def _head(args) -> int:
     import super_serial
 
     header_path = _header_path(args)
-    names = list(super_serial.read_header(header_path)["features"])
+    names = [_name(name) for name in super_serial.read_header(header_path)["features"]]
     dataset = super_serial.load(args.path, header_path).take(args.num)
     shown = 0
     for index, element in _not_an_example_named(dataset, args.path, header_path):
@@ -559,7 +575,7 @@ def _run_demo(folder: str, keep: bool) -> int:
     with open(header_path, encoding="utf-8") as f:
         print(f.read().rstrip())
 
-    print(f"\n$ {PROG} inspect {path}")
+    print(f"\n$ {PROG} inspect {shlex.quote(path)}")
     header = super_serial.read_header(header_path)
     print(_inspect_text(_summary(path, header_path, header)))
 
@@ -606,7 +622,7 @@ def _run_demo(folder: str, keep: bool) -> int:
           "runs include\n one-time costs: super_serial traces its load pipeline once per schema "
           "and process.\n A small dataset: expect noise.)")
     if keep:
-        print(f"\nFiles kept in {folder}; try: {PROG} head {path} -n 2")
+        print(f"\nFiles kept in {folder}; try: {PROG} head {shlex.quote(path)} -n 2")
     else:
         print(f"\nThe demo files are deleted now; to keep them: {PROG} demo DIR")
     return 0

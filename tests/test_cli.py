@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -97,7 +98,7 @@ def shard(path: Path, index: int) -> Path:
 
 
 def test_demo_round_trips_and_compares_with_tf_data(tmp_path):
-    result = run("demo", str(tmp_path / "demo"), script=True)
+    result = run("demo", str(tmp_path / "demo dir"), script=True)  # hints quote the space
 
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -109,9 +110,12 @@ def test_demo_round_trips_and_compares_with_tf_data(tmp_path):
     for name in ("super_serial", "tf.data.Dataset"):  # first (cold) runs beside warm medians
         assert re.search(rf"^{re.escape(name)}, first run +[\d.]+ +[\d.]+ +[\d,]+$", out, re.M)
         assert re.search(rf"^{re.escape(name)}, median of 5 +[\d.]+ +[\d.]+$", out, re.M), out
-    kept = sorted(p.name for p in (tmp_path / "demo").iterdir())
+    kept = sorted(p.name for p in (tmp_path / "demo dir").iterdir())
     assert kept == ["demo.tfrecord-00000-of-00002", "demo.tfrecord-00001-of-00002",
                     "demo.tfrecord.header.yaml"]
+    quoted = shlex.quote(str(tmp_path / "demo dir" / "demo.tfrecord"))
+    assert f"$ super-serial inspect {quoted}\n" in out
+    assert out.rstrip().endswith(f"try: super-serial head {quoted} -n 2")
 
 
 # ---- inspect ------------------------------------------------------------------------------
@@ -297,6 +301,24 @@ def test_a_record_that_is_no_example_is_named_with_its_shard(scratch, command):
     assert result.returncode == 1
     assert error_lines(result) == [
         f"super-serial: error: {second}: record 0 is not a valid tf.train.Example"], result.stderr
+
+
+def test_names_that_would_not_read_as_one_are_quoted(tmp_path, capsys):
+    """Keys with a line break or tab, empty ones and ones with spaces at an end were printed
+    as they are: a broken table, a blank cell, `{,  sp, ...}`."""
+    keys = ["", " sp", "new\nline", "tab\tx", "a, b", "plain/name", "日本語"]
+    path = str(tmp_path / "keys.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({k: i for i, k in enumerate(keys)}), path)
+    assert cli.main(["inspect", path]) == 0
+    out = capsys.readouterr().out
+    assert "format super_serial version 2; 1 record; compression none" in out
+    assert ('structure: {"", " sp", "a, b", "new\\nline", plain/name, "tab\\tx", 日本語}'
+            in out), out
+    quoted = ['""', '" sp"', '"a, b"', '"new\\nline"', "plain/name", '"tab\\tx"', "日本語"]
+    assert re.findall(r"^(\S.*?) +int32 +\[\] +int64 +0$", out, re.M) == quoted, out
+    assert cli.main(["head", path]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"^  (\S.*?) +int32  \d$", out, re.M) == quoted, out
 
 
 # ---- usage and errors ---------------------------------------------------------------------
