@@ -2870,6 +2870,7 @@ def _count_records(header: _Header, path: str) -> _Header:
         except tf.errors.NotFoundError:
             raise CorruptDataError(f"{path}: record file not found") from None
         except tf.errors.OpError as e:
+            _check_not_a_folder(path, "")
             raise CorruptDataError(f"{path}: {_tf_message(e)}: the file is corrupt or "
                                    "truncated") from None
     framed = payload + count * _FRAMING_BYTES
@@ -2914,6 +2915,13 @@ def _beside_a_copy(header: _Header, tfrecord_path: str) -> str | None:
     return None
 
 
+def _check_not_a_folder(path: str, listed: str):
+    """CorruptDataError where a record file's path is a folder, whose size or read error
+    would otherwise tell of a truncated file."""
+    if tf.io.gfile.isdir(path):
+        raise CorruptDataError(f"{path}: a folder, not a record file{listed}")
+
+
 def _check_files(header: _Header, paths: list, header_path: str):
     framed = _FRAMING_BYTES + _least_record_bytes(header.features)  # least bytes on disk
     for shard, path in zip(header.shards, paths):
@@ -2923,6 +2931,7 @@ def _check_files(header: _Header, paths: list, header_path: str):
             raise CorruptDataError(f"{path}: record file not found (listed in {header_path})"
                                    ) from None
         if shard.num_bytes is not None and size != shard.num_bytes:
+            _check_not_a_folder(path, f" (listed in {header_path})")  # stat gives it a size
             raise CorruptDataError(
                 f"{path}: {size} bytes on disk, but {header_path} says {shard.num_bytes}: the "
                 "file is truncated, was overwritten, or belongs to another header"

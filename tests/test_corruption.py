@@ -512,6 +512,27 @@ def legacy(saved):
     return tfrecord_path, header_path
 
 
+def test_a_folder_where_a_record_file_should_be_is_called_one(legacy, tmp_path):
+    """It was "<path>: <path>; Is a directory: the file is corrupt or truncated", and a shard
+    "4096 bytes on disk, but ... says 210: the file is truncated"."""
+    tfrecord_path, header_path = legacy
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    for call in (iterate, verify):
+        with pytest.raises(CorruptDataError, match=f"^{re.escape(str(folder))}: a folder, not a "
+                                                   "record file$"):
+            call(str(folder), header_path)
+    shards = str(tmp_path / "shards.tfrecord")
+    save(tf.data.Dataset.range(3000), shards, num_shards=3)
+    second = Path(f"{shards}-00001-of-00003")
+    second.unlink()
+    second.mkdir()
+    for call in (iterate, verify):
+        with pytest.raises(CorruptDataError, match=f"^{re.escape(str(second))}: a folder, not a "
+                                                   f"record file \\(listed in {shards}"):
+            call(shards)
+
+
 @pytest.mark.parametrize("where", ["payload_middle", "length"])
 def test_legacy_flipped_byte_names_the_file(legacy, where):
     tfrecord_path, header_path = legacy
