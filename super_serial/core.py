@@ -2456,33 +2456,49 @@ def _move_into_place(moves: list, token: str):
     with new ones, so `load` refuses what is there. If any rename fails, the new files are
     removed and the old ones moved back, so a failed save changes nothing.
     """
-    # Each rename is listed before it is made, and undone only where it was made (its source
-    # is gone): a Ctrl-C during a rename's system call is raised once the rename is done
-    aside, placed = [], []
+    aside, placed = [], []  # the renames made: (backup, destination), (temp, destination)
+    # The rename under way: (where it is listed once made, the pair, its source). A Ctrl-C
+    # during its system call is raised once the call returns, the rename made: the rollback
+    # then looks for the source by its exact name (ram:// calls any prefix of a file one)
+    underway = None
     try:
         for _, destination in moves[-1:] + moves[:-1]:
             # Files only: save refuses a local folder there, and TensorFlow's ram:// calls any
             # prefix of its files a folder ("data.tfrecord" beside its shards)
             if tf.io.gfile.exists(destination) and not tf.io.gfile.isdir(destination):
                 backup = _temp_name(destination, token, ".old")
-                aside.append((backup, destination))
+                underway = (aside, (backup, destination), destination)
                 tf.io.gfile.rename(destination, backup, overwrite=True)
+                aside.append((backup, destination))
+                underway = None
         for temp, destination in moves:
-            placed.append((temp, destination))
+            underway = (placed, (temp, destination), temp)
             tf.io.gfile.rename(temp, destination, overwrite=True)
+            placed.append((temp, destination))
+            underway = None
     except BaseException:
-        for temp, destination in placed:
-            if not tf.io.gfile.exists(temp):
-                _remove_quietly(destination)
+        if underway is not None and not _exists_by_name(underway[2]):
+            underway[0].append(underway[1])
+        for _, destination in placed:
+            _remove_quietly(destination)
         for backup, destination in aside:
             try:
-                if tf.io.gfile.exists(backup):
-                    tf.io.gfile.rename(backup, destination, overwrite=True)
+                tf.io.gfile.rename(backup, destination, overwrite=True)
             except tf.errors.OpError:
                 pass
         raise
     for backup, _ in aside:
         _remove_quietly(backup)
+
+
+def _exists_by_name(path: str) -> bool:
+    """Whether `path` is there, by its exact name in its folder's listing (ram:// says any
+    prefix of a file's name exists); True where that cannot be told, which a rollback takes
+    as "not moved"."""
+    try:
+        return _basename(path) in tf.io.gfile.listdir(_listable(_dirname(path)))
+    except tf.errors.OpError:
+        return True
 
 
 def _size(path: str) -> int | None:

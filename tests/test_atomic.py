@@ -322,19 +322,46 @@ def interrupted_rename(monkeypatch, n: int):
     return done
 
 
-@pytest.mark.parametrize("n", range(1, 9))  # 4 files aside, then 4 new ones (the header last)
-def test_a_ctrl_c_during_a_rename_keeps_previous_pair(tmp_path, monkeypatch, n):
+# A 3-shard dataset saved over with 3 shards: 4 files aside, then 4 new ones (the header
+# last); with 12: the old header aside, then 13 new files
+RENAMES = [(3, n) for n in range(1, 9)] + [(12, n) for n in (1, 2, 5, 13)]
+
+
+@pytest.mark.parametrize("where", ["local", "ram"])
+@pytest.mark.parametrize("num_shards, n", RENAMES)
+def test_a_ctrl_c_during_a_rename_keeps_previous_pair(tmp_path, monkeypatch, where, num_shards,
+                                                      n):
     """The rename was listed for the rollback only once it returned: a Ctrl-C during the old
     header's move aside left no header (load refused the folder), and one during a shard's
-    rename left that new shard beside the old dataset."""
-    tfrecord_path, dataset, before = three_shards(tmp_path)
+    rename left that new shard beside the old dataset. ram:// says any prefix of a file's name
+    exists (`.tmp1` while `.tmp10` is there): the rollback looks for names in the listing."""
+    folder = str(tmp_path) if where == "local" else f"ram://ctrl-c-{uuid.uuid4().hex}"
+    tfrecord_path = f"{folder}/data.tfrecord"
+    save(wide(30), tfrecord_path, num_shards=3)
+    before = ram_snapshot(folder)
     done = interrupted_rename(monkeypatch, n)
     with pytest.raises(KeyboardInterrupt):
-        save(wide(30, offset=5.0), tfrecord_path, num_shards=3)
+        save(wide(30, offset=5.0), tfrecord_path, num_shards=num_shards)
     monkeypatch.undo()
     assert len(done) >= n
-    assert snapshot(tmp_path) == before
-    assert_same_elements(dataset, load(tfrecord_path))
+    assert ram_snapshot(folder) == before
+    assert_same_elements(wide(30), load(tfrecord_path))
+
+
+@pytest.mark.parametrize("n", [2, 4, 13])
+def test_a_failed_rename_on_ram_keeps_previous_pair(monkeypatch, n):
+    """A rollback that asked ram:// whether `.tmp1` was still there (it says so while
+    `.tmp10` is) left a new shard beside the old dataset."""
+    tfrecord_path = f"ram://failed-rename-{uuid.uuid4().hex}/data.tfrecord"
+    save(wide(30), tfrecord_path, num_shards=3)
+    folder = tfrecord_path.rpartition("/")[0]
+    before = ram_snapshot(folder)
+    failing_rename(monkeypatch, lambda src, dst, calls=[]: calls.append(dst) or len(calls) == n)
+    with pytest.raises(tf.errors.PermissionDeniedError, match="rename refused"):
+        save(wide(30, offset=5.0), tfrecord_path, num_shards=12)
+    monkeypatch.undo()
+    assert ram_snapshot(folder) == before
+    assert_same_elements(wide(30), load(tfrecord_path))
 
 
 @pytest.mark.parametrize("num_shards", [1, 3])
