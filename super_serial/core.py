@@ -49,7 +49,11 @@ COMPRESSIONS = (None, "GZIP", "ZLIB")
 BARE_TENSOR_NAME = "tensor"
 _MAX_RECORD_BYTES = 2**31 - 1  # protobuf's hard limit on one serialized message
 _MAX_BLOCK_RECORDS = 2**16
-_MAX_NESTING = 256  # dicts and tuples in an element, one inside another
+# Dicts and tuples in an element, one inside another: what `save` writes, and what a header
+# may hold. Saves before 256 was set stopped where PyYAML ran out of stack (about 330 levels),
+# and `load` runs out of it from about 500.
+_MAX_NESTING = 256
+_MAX_READ_NESTING = 400
 _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at once
 _TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
 _TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
@@ -615,8 +619,8 @@ class _HeaderParser:
     def parse_structure(self, node, field, path) -> list:
         if isinstance(node, str):
             return [(node, path)]
-        if len(path) == _MAX_NESTING:  # deeper, `load` and the CLI ran out of Python's stack
-            self.fail("structure", f"nests more than {_MAX_NESTING} levels deep")
+        if len(path) == _MAX_READ_NESTING:  # deeper, `load` runs out of Python's stack
+            self.fail("structure", f"nests more than {_MAX_READ_NESTING} levels deep")
         if isinstance(node, dict) and node:
             out = []
             for key in sorted(node, key=str):
@@ -766,6 +770,11 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
     if key in _READ_BACK:
         return
     source = f"{tfrecord_path}: nothing was written: the header"
+    deepest = max(header.features, key=lambda f: len(f.path))
+    if len(deepest.path) > _MAX_NESTING:
+        raise SchemaError(f"{source} cannot hold feature {_short(deepest.name)}: its element "
+                          f"structure nests {len(deepest.path)} levels deep, more than "
+                          f"{_MAX_NESTING}")
     try:
         text = _header_text(header)
         back = _HeaderParser(source).parse(

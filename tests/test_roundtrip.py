@@ -1169,9 +1169,9 @@ def nested(depth: int, leaf) -> dict:
 
 
 def test_structures_nest_256_levels_deep_and_no_more(tmp_path, paths, capsys):
-    """A header nested 600 levels deep (written by hand: save stopped near 480, where PyYAML
-    ran out of stack) was read, then `super-serial inspect` and `head` hit RecursionError;
-    now the header format holds 256 levels, which everything reading it can walk."""
+    """A header nested 600 levels deep (written by hand: save stopped where PyYAML ran out of
+    stack) was read, then `super-serial inspect` and `head` hit RecursionError. save now
+    writes 256 levels at most, which everything reading a header can walk."""
     from super_serial import cli
 
     deepest = tf.data.Dataset.from_tensors(nested(256, tf.constant([1.5, -0.0])))
@@ -1180,14 +1180,33 @@ def test_structures_nest_256_levels_deep_and_no_more(tmp_path, paths, capsys):
     for command in (["inspect"], ["head"], ["verify"]):
         assert cli.main([*command, paths[0], "--header", paths[1]]) == 0, capsys.readouterr().err
     assert "structure: {a: {a: {a:" in capsys.readouterr().out
-    header = super_serial.read_header(paths[1])
-    with pytest.raises(SchemaError, match="the header: field 'structure': nests more than 256 "
-                                          "levels deep"):
+    with pytest.raises(SchemaError, match="cannot hold feature 'a/a/.*: its element structure "
+                                          "nests 257 levels deep, more than 256$"):
         super_serial.save(tf.data.Dataset.from_tensors(nested(257, 1.5)), str(tmp_path / "b"))
-    header["structure"] = {"b": header["structure"]}  # 257 levels, by hand
-    Path(paths[1]).write_text(yaml.safe_dump(header))
-    with pytest.raises(super_serial.HeaderError, match="nests more than 256 levels deep"):
-        super_serial.load(*paths)
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("depth, loads", [(330, True), (401, False)])
+def test_headers_nested_deeper_than_save_writes_now(depth, loads, paths, monkeypatch):
+    """Saves before the bound of 256 wrote up to where PyYAML ran out of stack (about 330
+    levels): those still load. From 401 levels, where load would come near the end of
+    Python's stack, a header is refused."""
+    monkeypatch.setattr(core, "_MAX_NESTING", depth)
+    monkeypatch.setattr(core, "_MAX_READ_NESTING", depth + 1)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)  # for PyYAML, writing the header
+    try:
+        dataset = tf.data.Dataset.from_tensors(nested(depth, tf.constant([2.5])))
+        super_serial.save(dataset, *paths)
+    finally:
+        sys.setrecursionlimit(limit)
+    monkeypatch.undo()
+    if loads:
+        assert_same_elements(dataset, super_serial.load(*paths))
+    else:
+        with pytest.raises(super_serial.HeaderError, match="field 'structure': nests more than "
+                                                           "400 levels deep"):
+            super_serial.load(*paths)
 
 
 @pytest.mark.parametrize("num_shards", [100_000, 2**62])
