@@ -33,13 +33,16 @@ _ROWS_SHOWN = 3  # head: rows shown at each end of a long ragged dimension
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status (0 ok, 1 bad data or files, 2 usage)."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error: argparse has printed it
+        raise SystemExit(_flushed(e.code)) from None
     try:
         _start_tensorflow(quiet=not args.debug)
         status = args.run(args) or 0
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        status = 130
     except BrokenPipeError:  # e.g. `super-serial head ... | head -3`; the Python docs' recipe
         _drop_output()
         return 1
@@ -48,13 +51,20 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{PROG}: error: {_describe(e)}", file=sys.stderr)
         status = 1
-    try:  # here, not at exit, where a failure printed "Exception ignored" and exited 120
+    return _flushed(status)
+
+
+def _flushed(status):
+    """Flushes stdout here, not at exit, where a failure printed "Exception ignored" and
+    exited 120: `status`, or 1 for a success whose output could not be written (quietly for
+    a closed pipe, with one line for a full disk)."""
+    try:
         sys.stdout.flush()
     except OSError as e:
         _drop_output()
         if not isinstance(e, BrokenPipeError):
             print(f"{PROG}: error: standard output: {e.strerror or e}", file=sys.stderr)
-        return 1
+        return status or 1
     return status
 
 
@@ -337,13 +347,19 @@ def _structure(node, top: bool = True) -> str:
     return f"a single tensor, feature {node!r}" if top else _name(node)
 
 
+def _shell_word(path: str) -> str:
+    """A path as a shell command line takes it, and not for an option (`-d/x` as `./-d/x`)."""
+    return shlex.quote("./" + path if path.startswith("-") else path)
+
+
 def _name(name: str) -> str:
     """A feature name or dict key as printed: as it is, or JSON-quoted where it would not read
-    as one name in a table cell or in `_structure` (empty, spaces at an end, a line break or
-    tab, the structure's own punctuation, a quote)."""
+    as one name in a table cell or in `_structure` (empty, spaces at an end, anything not
+    printable, such as a line break, tab or U+2028, the structure's own punctuation, a
+    quote)."""
     plain = (name and name == name.strip() and name.isprintable()
              and not any(c in name for c in ",:{}()\"'"))
-    return name if plain else json.dumps(name, ensure_ascii=False)
+    return name if plain else json.dumps(name)  # escapes all but printable ASCII
 
 
 # --------------------------------------------------------------------------------------------
@@ -575,7 +591,7 @@ def _run_demo(folder: str, keep: bool) -> int:
     with open(header_path, encoding="utf-8") as f:
         print(f.read().rstrip())
 
-    print(f"\n$ {PROG} inspect {shlex.quote(path)}")
+    print(f"\n$ {PROG} inspect {_shell_word(path)}")
     header = super_serial.read_header(header_path)
     print(_inspect_text(_summary(path, header_path, header)))
 
@@ -622,7 +638,7 @@ def _run_demo(folder: str, keep: bool) -> int:
           "runs include\n one-time costs: super_serial traces its load pipeline once per schema "
           "and process.\n A small dataset: expect noise.)")
     if keep:
-        print(f"\nFiles kept in {folder}; try: {PROG} head {shlex.quote(path)} -n 2")
+        print(f"\nFiles kept in {folder}; try: {PROG} head {_shell_word(path)} -n 2")
     else:
         print(f"\nThe demo files are deleted now; to keep them: {PROG} demo DIR")
     return 0

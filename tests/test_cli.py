@@ -303,18 +303,24 @@ def test_a_record_that_is_no_example_is_named_with_its_shard(scratch, command):
         f"super-serial: error: {second}: record 0 is not a valid tf.train.Example"], result.stderr
 
 
+def test_the_demo_hints_a_path_the_shell_takes_as_one_argument():
+    assert cli._shell_word("/tmp/demo dir/demo.tfrecord") == "'/tmp/demo dir/demo.tfrecord'"
+    assert cli._shell_word("-d/demo.tfrecord") == "./-d/demo.tfrecord"  # not an option
+    assert cli._shell_word("out/demo.tfrecord") == "out/demo.tfrecord"
+
+
 def test_names_that_would_not_read_as_one_are_quoted(tmp_path, capsys):
     """Keys with a line break or tab, empty ones and ones with spaces at an end were printed
     as they are: a broken table, a blank cell, `{,  sp, ...}`."""
-    keys = ["", " sp", "new\nline", "tab\tx", "a, b", "plain/name", "日本語"]
+    keys = ["", " sp", "new\nline", "tab\tx", "a, b", "plain/name", "日本語", "日\u2028本"]
     path = str(tmp_path / "keys.tfrecord")
     super_serial.save(tf.data.Dataset.from_tensors({k: i for i, k in enumerate(keys)}), path)
     assert cli.main(["inspect", path]) == 0
     out = capsys.readouterr().out
     assert "format super_serial version 2; 1 record; compression none" in out
-    assert ('structure: {"", " sp", "a, b", "new\\nline", plain/name, "tab\\tx", 日本語}'
-            in out), out
-    quoted = ['""', '" sp"', '"a, b"', '"new\\nline"', "plain/name", '"tab\\tx"', "日本語"]
+    quoted = ['""', '" sp"', '"a, b"', '"new\\nline"', "plain/name", '"tab\\tx"',
+              '"\\u65e5\\u2028\\u672c"', "日本語"]  # in sorted order
+    assert f"structure: {{{', '.join(quoted)}}}" in out, out
     assert re.findall(r"^(\S.*?) +int32 +\[\] +int64 +0$", out, re.M) == quoted, out
     assert cli.main(["head", path]) == 0
     out = capsys.readouterr().out
@@ -397,6 +403,26 @@ def test_output_into_a_closed_pipe_exits_1_quietly(saved, command):
         os.close(write_end)
     assert result.returncode == 1, result.stderr
     assert result.stderr.decode() == ""
+
+
+def test_help_and_a_ctrl_c_flush_their_output_too(saved, tmp_path):
+    """`--help | true` exited 120 (argparse's output was flushed at exit), and so did a Ctrl-C
+    with output still buffered for a closed pipe."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    interrupting = tmp_path / "interrupting.py"
+    interrupting.write_text(
+        "import sys\nfrom super_serial import cli\nreal = cli._inspect\n"
+        "def inspect(args):\n    real(args)\n    raise KeyboardInterrupt\n"
+        f"cli._inspect = inspect\nsys.exit(cli.main(['inspect', {str(saved)!r}]))\n")
+    try:
+        for command, status, stderr in [(["-m", "super_serial", "--help"], 1, ""),
+                                        ([str(interrupting)], 130, "super-serial: interrupted\n")]:
+            result = subprocess.run([sys.executable, *command], stdout=write_end,
+                                    stderr=subprocess.PIPE, env=buffered_env(), timeout=120)
+            assert (result.returncode, result.stderr.decode()) == (status, stderr), command
+    finally:
+        os.close(write_end)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
