@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import posixpath
+import re
 import shlex
 import shutil
 import statistics
@@ -58,6 +59,8 @@ def _flushed(status):
     """Flushes stdout here, not at exit, where a failure printed "Exception ignored" and
     exited 120: `status`, or 1 for a success whose output could not be written (quietly for
     a closed pipe, with one line for a full disk)."""
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nothing to flush
+        return status
     try:
         sys.stdout.flush()
     except OSError as e:
@@ -222,7 +225,9 @@ def _describe(error: Exception) -> str:
     else:
         text = (f"{type(error).__name__}: {error} (an unexpected error; run with --debug "
                 "for the traceback)")
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    # TensorFlow quotes a bad record's bytes: control characters (an escape, say) as \xNN
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _header_path(args) -> str:

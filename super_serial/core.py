@@ -489,7 +489,7 @@ def _interrupted(header_path: str) -> str:
     tail = probe[len(head) + len(token):]
     try:
         names = tf.io.gfile.listdir(_listable(_dirname(header_path)))
-    except tf.errors.OpError:
+    except (tf.errors.OpError, UnicodeDecodeError):  # a name in the folder is not UTF-8
         return ""
     if not any(len(n) == len(probe) and n.startswith(head) and n.endswith(tail) for n in names):
         return ""
@@ -2502,12 +2502,13 @@ def _move_into_place(moves: list, token: str):
 
 def _exists_by_name(path: str) -> bool:
     """Whether `path` is there, by its exact name in its folder's listing (ram:// says any
-    prefix of a file's name exists); True where that cannot be told, which a rollback takes
-    as "not moved"."""
+    prefix of a file's name exists). False where the folder cannot be listed (an error, or
+    a name in it that is not UTF-8): the rollback then undoes the rename, which does nothing
+    where it was not made."""
     try:
         return _basename(path) in tf.io.gfile.listdir(_listable(_dirname(path)))
-    except tf.errors.OpError:
-        return True
+    except Exception:  # noqa: BLE001 - a rollback must go on whatever the listing raises
+        return False
 
 
 def _size(path: str) -> int | None:
@@ -2657,6 +2658,10 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         header = _read_header(default_header_path(part), part)
         if not header.version:
             raise SchemaError(f"{part}: files of the original module cannot be merged")
+        deepest = max(len(f.path) for f in header.features)
+        if deepest > _MAX_NESTING:  # as save: PyYAML runs out of stack writing the header
+            raise SchemaError(f"{part}: its element structure nests {deepest} levels deep; "
+                              f"merge writes headers of at most {_MAX_NESTING}, as save does")
         _check_files(header, _shard_paths(header, part), default_header_path(part))
         if header.layout == "round_robin" and len(header.shards) > 1:
             raise SchemaError(f"{part}: saved with num_shards={len(header.shards)}; save parts "

@@ -348,6 +348,41 @@ def test_a_ctrl_c_during_a_rename_keeps_previous_pair(tmp_path, monkeypatch, whe
     assert_same_elements(wide(30), load(tfrecord_path))
 
 
+@pytest.mark.parametrize("listing", ["fails", "has a name that is not UTF-8"])
+@pytest.mark.parametrize("n", [1, 4, 5, 8])  # 4 files aside, then 4 new ones
+def test_a_rollback_goes_on_where_the_folder_cannot_be_listed(tmp_path, monkeypatch, listing,
+                                                             n):
+    """The rename under way is looked for in the folder's listing: an error there (a
+    transient one on gs://, or TensorFlow's UnicodeDecodeError for a name that is not UTF-8)
+    escaped the rollback, or counted as "not moved", leaving the old header aside."""
+    tfrecord_path, dataset, before = three_shards(tmp_path)
+    if listing == "fails":
+        def listdir(path):
+            raise tf.errors.UnavailableError(None, None, "listing failed (simulated)")
+        monkeypatch.setattr(tf.io.gfile, "listdir", listdir)
+    else:
+        stray = os.path.join(os.fsencode(tmp_path), b"notes\xff.txt")
+        open(stray, "wb").close()
+        before = snapshot(tmp_path)
+    interrupted_rename(monkeypatch, n)
+    with pytest.raises(KeyboardInterrupt):
+        save(wide(30, offset=5.0), tfrecord_path, num_shards=3)
+    monkeypatch.undo()
+    assert snapshot(tmp_path) == before
+    assert_same_elements(dataset, load(tfrecord_path))
+
+
+def test_a_missing_header_is_named_beside_a_name_that_is_not_utf8(tmp_path):
+    """Looking for a save's moved-aside header, load listed the folder and let TensorFlow's
+    UnicodeDecodeError out instead of its HeaderError."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(3), tfrecord_path)
+    os.remove(tfrecord_path + ".header.yaml")
+    open(os.path.join(os.fsencode(tmp_path), b"notes\xff.txt"), "wb").close()
+    with pytest.raises(core.HeaderError, match="header file not found"):
+        load(tfrecord_path)
+
+
 @pytest.mark.parametrize("n", [2, 4, 13])
 def test_a_failed_rename_on_ram_keeps_previous_pair(monkeypatch, n):
     """A rollback that asked ram:// whether `.tmp1` was still there (it says so while

@@ -425,6 +425,28 @@ def test_help_and_a_ctrl_c_flush_their_output_too(saved, tmp_path):
         os.close(write_end)
 
 
+@pytest.mark.parametrize("command", [["verify"], ["--help"]])
+def test_a_closed_stdout_is_no_error(saved, command):
+    """Started with stdout closed (`>&-`), Python has no sys.stdout: flushing it raised an
+    AttributeError with a traceback."""
+    argv = [*command, str(saved)] if command != ["--help"] else command
+    result = subprocess.run([sys.executable, "-m", "super_serial", *argv],
+                            stderr=subprocess.PIPE, env=buffered_env(), timeout=120,
+                            preexec_fn=lambda: os.close(1))
+    assert result.returncode == 0 and "Traceback" not in result.stderr.decode()
+    if command == ["verify"]:
+        assert result.stderr.decode() == ""  # (argparse writes --help to stderr then)
+
+
+def test_control_characters_in_a_message_are_escaped():
+    """TensorFlow quotes a bad record's bytes in its messages: an escape sequence reached
+    the terminal as it was."""
+    from super_serial import core
+
+    error = core.CorruptDataError("x.tfrecord: could not parse '\x1b[31mred\x00'")
+    assert cli._describe(error) == "x.tfrecord: could not parse '\\x1b[31mred\\x00'"
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
 def test_output_onto_a_full_disk_is_one_error_line(saved):
     with open("/dev/full", "wb") as full:

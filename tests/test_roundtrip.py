@@ -1193,6 +1193,7 @@ def test_headers_nested_deeper_than_save_writes_now(depth, loads, paths, monkeyp
     Python's stack, a header is refused."""
     monkeypatch.setattr(core, "_MAX_NESTING", depth)
     monkeypatch.setattr(core, "_MAX_READ_NESTING", depth + 1)
+    monkeypatch.setattr(core, "_READ_BACK", set())  # no deep schema left in the cache after
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(10_000)  # for PyYAML, writing the header
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import uuid
 import warnings
@@ -500,6 +501,30 @@ def test_merging_one_part_where_an_earlier_save_left_records(tmp_path, options):
     os.remove(tfrecord_path)  # without those records, the one part merges and loads
     merge([part], tfrecord_path)
     assert_same_elements(full, load(tfrecord_path))
+
+
+def test_merge_refuses_parts_nested_deeper_than_save_writes(tmp_path, monkeypatch):
+    """Headers of up to 400 levels (earlier saves wrote about 330) load, but writing one that
+    deep ran PyYAML out of stack: merge raised a bare RecursionError."""
+    element = tf.constant([1.5])
+    for _ in range(330):
+        element = {"a": element}
+    monkeypatch.setattr(core, "_MAX_NESTING", 330)  # as a save before the bound of 256
+    monkeypatch.setattr(core, "_READ_BACK", set())
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)
+    try:
+        parts = [str(tmp_path / f"part{i}") for i in range(2)]
+        for part in parts:
+            save(tf.data.Dataset.from_tensors(element), part)
+    finally:
+        sys.setrecursionlimit(limit)
+    monkeypatch.undo()
+    with pytest.raises(SchemaError, match=re.escape(parts[0]) + ": its element structure nests "
+                                          "330 levels deep; merge writes headers of at most 256"):
+        merge(parts, str(tmp_path / "merged"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "part0", "part0.header.yaml", "part1", "part1.header.yaml"]
 
 
 def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
