@@ -398,7 +398,9 @@ def _feature_from_spec(spec, path) -> _Feature:
         if None in feature.inner_shape:
             raise SchemaError(
                 f"feature '{name}': ragged tensor of shape {list(shape)} has unknown dims after "
-                f"its {ragged_rank} ragged dims; those must be known"
+                f"its {ragged_rank} ragged dims; those must be known: give them a size (e.g. "
+                "x.with_flat_values(tf.ensure_shape(x.flat_values, [None, 3]))), or make "
+                "them ragged too (a higher ragged_rank)"
             )
     return feature
 
@@ -1398,8 +1400,8 @@ def save(
       The header that was written, as a dict.
 
     Raises:
-      SchemaError: The dataset holds something super_serial cannot represent (nothing is
-        written then).
+      SchemaError: The dataset holds something super_serial cannot represent, or an element
+        does not have the shape its element_spec gives (nothing is saved then).
       SuperSerialError: Called outside eager mode.
       ValueError: An option or path has an invalid value, or a file would land on a folder or
         on another of the save's files (nothing is written then).
@@ -1533,12 +1535,66 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             lambda shards: dataclasses.replace(planned, num_records=written, shards=shards,
                                                block_records=files.parsed_block(written)),
         )
-    except BaseException:
+    except BaseException as e:
         files.abort()
-        raise
+        problem = _misshapen(e, features, batches.batches)
+        if problem is None:
+            raise
+        raise SchemaError(f"{tfrecord_path}: nothing was saved: {problem}") from None
     finally:
         meter.close()
     return header, written
+
+
+# How TensorFlow refuses an element whose shape is not the one its spec gives (a set_shape
+# after a numpy_function that does not hold, say), by what reads it: a batch (the component's
+# index among those read), `sparse_batch` (no component named), the flattening map's
+# `ensure_shape` (its op name, `_op_name`)
+_WRONG_SHAPE = (
+    re.compile(r"Incompatible shapes at component (\d+): expected (\[[^]]*\]) but got "
+               r"(\[[^]]*\])"),
+    re.compile(r"Input element had shape \((\[[^]]*\])\) that is incompatible with the row "
+               r"shape \((\[[^]]*\])\)"),
+    re.compile(r"Shape of tensor (\S+) (\[[^]]*\]) is not compatible with expected shape "
+               r"(\[[^]]*\])"),
+)
+
+
+def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | None:
+    """What a TensorFlow error from reading the dataset says of an element that does not
+    have the shape its spec gives, naming the feature; None for any other error."""
+    if not isinstance(error, tf.errors.InvalidArgumentError):
+        return None
+    message = str(error.message)
+
+    def shape(text: str) -> str:  # TensorFlow's "[?,2]" as save's messages write shapes
+        return str([None if d == "?" else int(d) for d in text[1:-1].split(",") if d])
+
+    def spec(feature: _Feature) -> str:
+        return f"its element_spec gives {list(feature.shape)}"
+
+    hint = ("(a set_shape or ensure_shape after a numpy_function or py_function that does not "
+            "hold?)")
+    batch = _WRONG_SHAPE[0].search(message)
+    owners = reads.owners()
+    if batch and int(batch[1]) < len(owners):
+        feature = features[owners[int(batch[1])]]
+        return (f"feature {_short(feature.name)}: a batch of its elements read as shape "
+                f"{shape(batch[3])}, not {shape(batch[2])}: {spec(feature)} {hint}")
+    row = _WRONG_SHAPE[1].search(message)
+    if row:
+        listed = [f for f in features if f.dense_unknown]
+        name = (f"feature {_short(listed[0].name)}" if len(listed) == 1 else
+                "one of the features " + ", ".join(_short(f.name) for f in listed))
+        return (f"{name}: an element came as shape {shape(row[1])}, where its element_spec "
+                f"gives {shape(row[2])} {hint}")
+    mapped = _WRONG_SHAPE[2].search(message)
+    named = {_op_name(f.name): f for f in features}
+    if mapped and mapped[1] in named:
+        feature = named[mapped[1]]
+        return (f"feature {_short(feature.name)}: an element came as shape "
+                f"{shape(mapped[2])}: {spec(feature)} {hint}")
+    return None
 
 
 def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
@@ -1860,6 +1916,17 @@ class _Reads:
     def finish(self, parts: list) -> list:
         leaves = [_finished(p) for p in parts]
         return self.unpack(tf.nest.pack_sequence_as(self.structure, leaves))
+
+    def owners(self) -> list[int]:
+        """For each tensor a read gives, the index of the feature (of those `unpack` gives)
+        it belongs to."""
+        counts = [len(s._flat_tensor_specs) for s in self.specs]  # noqa: SLF001
+        tree = tf.nest.pack_sequence_as(self.structure, list(range(len(self.specs))))
+        spec_owner = {}
+        for feature, leaf in enumerate(self.unpack(tree)):
+            for index in tf.nest.flatten(leaf):
+                spec_owner[index] = feature
+        return [spec_owner[i] for i, count in enumerate(counts) for _ in range(count)]
 
 
 def _read_part(spec, tensor):

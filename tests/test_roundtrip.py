@@ -985,6 +985,30 @@ def test_ragged_rank_0_with_an_unknown_inner_dim():
         core._schema_from_spec(spec)
 
 
+def test_ragged_with_unknown_dims_after_its_ragged_ones(tmp_path, paths):
+    """Rows of frames whose width is known only when the map runs: refused before writing,
+    and the way out the message names saves them."""
+    def frames(i):
+        width = tf.cast(i % 2 + 1, tf.int32)
+        values = tf.reshape(tf.range(6 * width, dtype=tf.float32), [-1, width])
+        return {"f": tf.RaggedTensor.from_row_lengths(values, [2, 0, 4])}
+
+    dataset = tf.data.Dataset.range(4).map(frames)
+    assert dataset.element_spec["f"].shape.as_list() == [3, None, None]
+    with pytest.raises(SchemaError, match=re.escape(
+            "feature 'f': ragged tensor of shape [3, None, None] has unknown dims after its 1 "
+            "ragged dims; those must be known: give them a size (e.g. x.with_flat_values(")):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+    sized = tf.data.Dataset.range(4).map(lambda i: {"f": frames(2 * i + 1)["f"]}).map(
+        lambda e: {"f": e["f"].with_flat_values(tf.ensure_shape(e["f"].flat_values, [None, 2]))})
+    super_serial.save(sized, *paths)
+    loaded = list(super_serial.load(*paths))
+    assert len(loaded) == 4
+    for got, want in zip(loaded, sized):
+        assert got["f"].to_list() == want["f"].to_list()
+
+
 def test_namedtuple(tmp_path, paths):
     Point = collections.namedtuple("Point", "x y")
     dataset = tf.data.Dataset.from_tensor_slices(Point([1, 2], [3.0, 4.0]))
@@ -1002,12 +1026,14 @@ def test_nested_namedtuple(tmp_path, paths):
 
 
 @pytest.mark.parametrize("declared, actual", [([None], [2, 3]), ([None, 3], [4, 2]),
-                                              ([None, 3], [6]), ([3, None], [5, 4])])
+                                              ([None, 3], [6]), ([3, None], [5, 4]),
+                                              ([3], [4]), ([], [2])])
 @pytest.mark.parametrize("cached", [False, True])
 def test_elements_that_do_not_fit_their_spec_are_refused(tmp_path, paths, declared, actual,
                                                          cached):
     """A wrong set_shape after a numpy_function: tf.data's iterator refuses such elements, but
-    save flattened them and wrote files that its own verify and load then refused."""
+    save flattened them and wrote files that its own verify and load then refused; and where
+    a batch or `sparse_batch` refused them, TensorFlow's error named no feature."""
     def element(i):
         x = tf.numpy_function(lambda i: np.zeros(actual, np.float32), [i], tf.float32)
         x.set_shape(declared)
@@ -1016,10 +1042,43 @@ def test_elements_that_do_not_fit_their_spec_are_refused(tmp_path, paths, declar
     dataset = tf.data.Dataset.range(4).map(element)
     if cached:
         dataset = dataset.cache()
-    refused = ("super_serial_feature_clip .*is not compatible with expected shape|"
-               "incompatible with the row shape")  # sparse_batch's own check (a cached [None])
-    with pytest.raises(tf.errors.InvalidArgumentError, match=refused):
+    with pytest.raises(SchemaError) as caught:
         super_serial.save(dataset, *paths)
+    message = str(caught.value)
+    assert message.startswith(f"{paths[0]}: nothing was saved: feature 'clip': ")
+    assert str(actual)[1:-1] in message  # the shape it came as, or a batch of it
+    assert f"element_spec gives {declared}" in message
+    _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("structure", ["bare", "two lists"])
+def test_lists_that_do_not_fit_their_spec_name_the_feature(tmp_path, paths, structure):
+    """`sparse_batch` reads cached `[None]` lists, alone or over windows, and its error names
+    no component: save names the one list there is, or lists those it may be."""
+    def clip(i):
+        x = tf.numpy_function(lambda i: np.zeros([2, 2], np.float32), [i], tf.float32)
+        x.set_shape([None])
+        return x
+
+    if structure == "bare":
+        dataset, named = tf.data.Dataset.range(4).map(clip), "feature 'tensor'"
+    else:
+        dataset = tf.data.Dataset.range(4).map(lambda i: {"a": clip(i), "b": clip(i)})
+        named = "one of the features 'a', 'b'"
+    with pytest.raises(SchemaError, match=re.escape(
+            f"{paths[0]}: nothing was saved: {named}: an element came as shape [2, 2], where "
+            "its element_spec gives [None]")):
+        super_serial.save(dataset.cache(), *paths)
+    _nothing_written(tmp_path)
+
+
+def test_other_errors_of_the_pipeline_are_left_as_they_are(tmp_path, paths):
+    def fails(i):
+        tf.debugging.assert_less(i, tf.constant(2, tf.int64), message="element too large")
+        return {"x": tf.fill([i], i)}
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="element too large"):
+        super_serial.save(tf.data.Dataset.range(4).map(fails).cache(), *paths)
     _nothing_written(tmp_path)
 
 
