@@ -282,6 +282,38 @@ def timed_load(loader: LoadFn, target: Path, workload: Workload, spec: dict) -> 
     return elapsed
 
 
+def check_load(loader: LoadFn, target: Path, workload: Workload, spec: dict, label: str) -> None:
+    """Load everything once, untimed, and check every value against the workload's arrays:
+    the timed loads only count elements."""
+    got: dict = {key: [] for key in workload.arrays}
+    for batch in loader(target, spec):
+        for key in got:
+            got[key].append(batch[key].numpy())
+    for key, expected in workload.arrays.items():
+        loaded = np.concatenate(got[key]) if got[key] else np.empty((0,))
+        if expected.dtype.kind in "SUO":
+            same = [bytes(x) for x in loaded] == [bytes(x) for x in expected]
+        else:
+            same = loaded.dtype == expected.dtype and np.array_equal(loaded, expected)
+        if not same:
+            raise RuntimeError(f"{label}: {workload.name} loaded from {target} differs from "
+                               f"the data saved, in {key!r}")
+
+
+def warm_up(contender: Contender, workload: Workload, dataset: tf.data.Dataset,
+            workdir: Path) -> None:
+    """Save and load once, untimed, checking what each loader reads: first-time costs
+    (tracing, imports) stay out of the timed runs, which matters most for the naive writer's
+    two."""
+    run_dir = Path(tempfile.mkdtemp(prefix="warm-", dir=workdir))
+    try:
+        target = contender.save(dataset, run_dir)
+        for label, loader in contender.loaders.items():
+            check_load(loader, target, workload, dataset.element_spec, label)
+    finally:
+        shutil.rmtree(run_dir)
+
+
 def run_once(
     contender: Contender, workload: Workload, dataset: tf.data.Dataset, workdir: Path, rows: dict,
     settle: float = 0.0,
@@ -312,9 +344,13 @@ def run_workload(
     workload: Workload, contenders: list[Contender], repeats: int, naive_repeats: int,
     workdir: Path, settle: float = 0.0,
 ) -> dict:
-    """Round-robin: every repeat runs each contender once, rotating who goes first."""
+    """Round-robin: every repeat runs each contender once, rotating who goes first, after
+    an untimed run of each that checks the data."""
     dataset = tf.data.Dataset.from_tensor_slices(workload.arrays)
     rows: dict = {}
+    for contender in contenders:
+        print(f"  {workload.name}: untimed run {contender.name}", file=sys.stderr)
+        warm_up(contender, workload, dataset, workdir)
     for repeat in range(repeats):
         shift = repeat % len(contenders)
         for contender in contenders[shift:] + contenders[:shift]:
@@ -648,8 +684,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--settle must be >= 0")
     if args.skip_naive and "naive" in args.contenders:
         args.contenders.remove("naive")
+    if not args.contenders:
+        parser.error("no contender left to run")
+    if args.memory and not any(n in MEMORY_CONTENDERS for n in args.contenders):
+        parser.error(f"--memory runs only {' and '.join(MEMORY_CONTENDERS)}; none was given")
     if args.naive_repeats is None:
         args.naive_repeats = min(args.repeats, 2)
+    elif args.naive_repeats < 1:
+        parser.error("--naive-repeats must be >= 1")
     return args
 
 

@@ -89,30 +89,66 @@ def schemas(n: int) -> dict:
     return {name: (dataset.cache(), varies) for name, (dataset, varies) in made.items()}
 
 
-def iterate(dataset, varying: bool) -> None:
-    for _ in dataset.padded_batch(512) if varying else dataset.batch(512):
-        pass
+def iterate(dataset, varying: bool) -> int:
+    """Reads every batch; the number of elements read."""
+    count = 0
+    for batch in dataset.padded_batch(512) if varying else dataset.batch(512):
+        count += _rows(batch)
+    return count
+
+
+def _rows(batch) -> int:
+    leaf = tf.nest.flatten(batch)[0]
+    return int(leaf.nrows()) if isinstance(leaf, tf.RaggedTensor) else int(leaf.shape[0])
+
+
+def check(dataset, loaded) -> None:
+    """Every element loaded is the element saved, value for value (untimed)."""
+    count = 0
+    for want, got in zip(dataset, loaded):
+        for a, b in zip(tf.nest.flatten(want), tf.nest.flatten(got)):
+            # a batch of dense rows of varying shape comes as ragged, and its rows so
+            a, b = (x.to_tensor() if isinstance(x, tf.RaggedTensor) and not isinstance(
+                y, tf.RaggedTensor) else x for x, y in ((a, b), (b, a)))
+            a, b = tf.nest.flatten(a, expand_composites=True), tf.nest.flatten(
+                b, expand_composites=True)
+            if len(a) != len(b) or any(x.dtype != y.dtype or not np.array_equal(x, y)
+                                       for x, y in zip(a, b)):
+                raise RuntimeError(f"element {count} loaded differs from the one saved")
+        count += 1
+    if count != sum(1 for _ in dataset) or count != sum(1 for _ in loaded):
+        raise RuntimeError("the loaded dataset has another number of elements")
 
 
 def measure(dataset, varying: bool, work: Path, repeats: int, settle: float = 0.0) -> dict:
     """Median seconds of each operation, the contenders alternating within each repeat, each
     after a pause of `settle` seconds."""
     ours, theirs = str(work / "data.tfrecord"), str(work / "tfdata")
-    iterate(dataset, varying)  # fill the cache
+    count = iterate(dataset, varying)  # fill the cache
+
+    def counted(read):  # each timed load reads every element, or the run stops
+        def run():
+            if read() != count:
+                raise RuntimeError(f"a load read {read()} elements of {count}")
+        return run
+
     runs = {
         "save super_serial": lambda: super_serial.save(dataset, ours),
         "save tf.data": lambda: (shutil.rmtree(theirs, ignore_errors=True),
                                  dataset.save(theirs)),
-        "load super_serial": lambda: iterate(super_serial.load(ours), varying),
-        "load tf.data": lambda: iterate(tf.data.Dataset.load(theirs), varying),
-        "load batch_size=512": lambda: [b for b in super_serial.load(ours, batch_size=512)],
+        "load super_serial": counted(lambda: iterate(super_serial.load(ours), varying)),
+        "load tf.data": counted(lambda: iterate(tf.data.Dataset.load(theirs), varying)),
+        "load batch_size=512": counted(
+            lambda: sum(_rows(b) for b in super_serial.load(ours, batch_size=512))),
     }
     if varying:  # the same batches as load(batch_size=512)
-        runs["load tf.data ragged_batch"] = lambda: [
-            b for b in tf.data.Dataset.load(theirs).ragged_batch(512)]
+        runs["load tf.data ragged_batch"] = counted(lambda: sum(
+            _rows(b) for b in tf.data.Dataset.load(theirs).ragged_batch(512)))
     times: dict = {name: [] for name in runs}
     for run in runs.values():  # once untimed: traces and first-time costs out of the way
         run()
+    check(dataset, super_serial.load(ours))  # and the data checked, value for value
+    check(dataset, super_serial.load(ours, batch_size=512).unbatch())
     for _ in range(repeats):
         for name, run in runs.items():
             time.sleep(settle)
@@ -129,6 +165,9 @@ def main(argv=None) -> None:
     parser.add_argument("--settle", type=float, default=0.1,
                         help="seconds to pause before each timed run (default: 0.1)")
     args = parser.parse_args(argv)
+    if args.repeats < 1 or args.elements < 40:
+        parser.error("--repeats must be >= 1 and --elements >= 40 (some schemas take an "
+                     "eighth or a fortieth of them)")
     print(f"{args.elements:,} elements per schema, medians of {args.repeats} runs, "
           f"tensorflow {tf.__version__}, {os.cpu_count()} cpus, {args.settle:g} s pauses")
     header = ("schema", "save", "load", "load(batch_size=512)")

@@ -80,6 +80,22 @@ def test_benchmark_reports_every_contender_with_ratio(tmp_path):
             else:
                 assert ratio > 0
     assert len(rows) == len(WORKLOADS) * len(EXPECTED_ROWS)
+    assert tuple(rows[0]) == ("workload", "contender", "op", "runs", "median s", "min s",
+                              "max s", "MB/s", "elements/s", "bytes on disk", "ratio vs tf.data")
+    elements = {"images": 20, "tabular": 1000}  # at --scale 0.01
+    for (workload, _, op), row in by_key.items():
+        median = float(row["median s"])
+        assert float(row["min s"]) <= median <= float(row["max s"])
+        # elements/s is of the median; ratios are against tf.data's same operation
+        per_second = int(row["elements/s"].replace(",", ""))
+        assert per_second * median == pytest.approx(elements[workload], rel=0.15, abs=1)
+        theirs = float(by_key[(workload, "tf.data", op)]["median s"])
+        assert float(row["ratio vs tf.data"]) == pytest.approx(median / theirs, rel=0.15,
+                                                               abs=0.02)
+    for workload in WORKLOADS:  # every file counted: super_serial's header too
+        ours = int(by_key[(workload, "super_serial", "save")]["bytes on disk"].replace(",", ""))
+        naive = int(by_key[(workload, "naive", "save")]["bytes on disk"].replace(",", ""))
+        assert ours > naive  # the same records, and the header
     for workload in WORKLOADS:
         assert re.search(rf"^{workload}: save time naive / super_serial = [\d.]+x", stdout, re.M)
     assert re.search(r"^images: super_serial on disk / raw .* = [+-][\d.]+%", stdout, re.M)
@@ -168,3 +184,64 @@ def test_schema_benchmark_pauses_before_each_timed_run(tmp_path, monkeypatch):
     pauses = [i for i, event in enumerate(events) if event[0] == "pause"]
     assert len(pauses) == 2 * len(medians)
     assert all(events[i] == ("pause", 0.25) and events[i + 1] == ("clock",) for i in pauses)
+
+
+def _module(name: str, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test",
+                                                  REPO_ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # for its dataclasses
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_checks_what_each_loader_reads(tmp_path, monkeypatch):
+    """The timed loads only count elements; the untimed run before them checks every value,
+    so a loader that reads wrong data stops the benchmark."""
+    bench = _module("bench", monkeypatch)
+    workload = bench.build_workload("tabular", 0.0005)
+    dataset = bench.tf.data.Dataset.from_tensor_slices(workload.arrays)
+    for contender in bench.CONTENDERS.values():
+        bench.warm_up(contender, workload, dataset, tmp_path)  # all read back right
+    target = bench.super_serial_save(dataset, tmp_path)
+
+    def off_by_one(path, spec):
+        return bench.super_serial_load(path, spec).map(lambda b: {**b, "y": b["y"] + 1})
+
+    def one_short(path, spec):
+        return bench.super_serial_load(path, spec).unbatch().skip(1).batch(bench.BATCH_SIZE)
+
+    for loader, key in ((off_by_one, "'y'"), (one_short, "'x'")):
+        with pytest.raises(RuntimeError, match=f"tabular loaded from .* differs from the data "
+                                                f"saved, in {key}"):
+            bench.check_load(loader, target, workload, dataset.element_spec, "broken")
+
+
+@pytest.mark.parametrize("argv", [["--contenders", "naive", "--skip-naive"],
+                                  ["--naive-repeats", "0"], ["--repeats", "0"],
+                                  ["--memory", "--contenders", "naive"]])
+def test_bench_refuses_options_that_would_run_nothing(argv, monkeypatch, capsys):
+    bench = _module("bench", monkeypatch)
+    with pytest.raises(SystemExit):
+        bench.parse_args(argv)
+    assert "error:" in capsys.readouterr().err
+
+
+def test_schema_benchmark_checks_what_it_loads(monkeypatch):
+    schemas = _module("schemas", monkeypatch)
+    tf = schemas.tf
+    saved = tf.data.Dataset.from_tensor_slices({"x": [[1.0, 2.0], [3.0, 4.0]]})
+    schemas.check(saved, saved)
+    for loaded in (saved.map(lambda e: {"x": e["x"] * 2}), saved.take(1),
+                   saved.map(lambda e: {"x": tf.cast(e["x"], tf.float64)})):
+        with pytest.raises(RuntimeError):
+            schemas.check(saved, loaded)
+    ragged = tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant([[1], [2, 3]])})
+    schemas.check(ragged, ragged)
+    with pytest.raises(RuntimeError):
+        schemas.check(ragged, tf.data.Dataset.from_tensor_slices(
+            {"r": tf.ragged.constant([[1], [2, 4]])}))
+    with pytest.raises(SystemExit):
+        schemas.main(["--repeats", "0"])
