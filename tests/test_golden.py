@@ -17,12 +17,9 @@ import super_serial
 TESTS = Path(__file__).resolve().parent
 
 
-def _shared() -> Path:
-    relative = TESTS.parent / ".." / "shared"
-    return relative if relative.is_dir() else Path("/work/shared")
-
-
-ORIGINAL = _shared() / "golden" / "original-module"
+# Copied from ../shared/golden/original-module (files the original module wrote), so that
+# a clone anywhere runs the suite
+ORIGINAL = TESTS / "golden" / "original-module"
 
 # --------------------------------------------------------------------------------------------
 # (a) Files written by the original super serial 2.0 module
@@ -310,7 +307,8 @@ def _folder(version: int) -> Path:
 
 
 def test_every_version_has_golden_files_and_the_newest_is_current():
-    assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == [f"v{v}" for v in VERSIONS]
+    assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == [
+        "original-module", *(f"v{v}" for v in VERSIONS)]
     assert _make_golden().VERSION == VERSIONS[-1] == super_serial.core.FORMAT_VERSION
 
 
