@@ -1394,7 +1394,8 @@ def save(
         values. Give a small number for elements of unknown shape far larger than that which
         are already in memory or cached (long audio clips), whose batches would otherwise
         take that much more memory (`save` warns when a batch passes 64 MiB). The files do
-        not change. At most the dataset's size is used, and at most 1,048,576 elements.
+        not change. At most the dataset's size is used; more than 1,048,576 elements (of a
+        dataset larger than that, or of unknown size) is a ValueError.
 
     Returns:
       The header that was written, as a dict.
@@ -1403,8 +1404,9 @@ def save(
       SchemaError: The dataset holds something super_serial cannot represent, or an element
         does not have the shape its element_spec gives (nothing is saved then).
       SuperSerialError: Called outside eager mode.
-      ValueError: An option or path has an invalid value, or a file would land on a folder or
-        on another of the save's files (nothing is written then).
+      ValueError: An option or path has an invalid value, the dataset is infinite (its
+        cardinality says so), or a file would land on a folder or on another of the save's
+        files (nothing is written then).
       TypeError: `dataset` is not a `tf.data.Dataset`, or a path is a tensor.
 
     Example:
@@ -2687,13 +2689,17 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
       The combined header, as a dict.
 
     Raises:
-      SchemaError: A part cannot be combined with the first; the message names it.
+      SchemaError: A part cannot be combined with the first, a record file would be listed
+        twice (a merged dataset given with its own parts), parts are named as a save to
+        `tfrecord_path` names its own shards, or a part nests more than 256 levels; the
+        message names the part.
       HeaderError: A part's header is missing or invalid.
       CorruptDataError: A part's record file is missing or its size differs from its header's.
       ValueError: The merged dataset or its header would land on a part's files or on a
         folder, a part is listed twice, a path is not UTF-8, or one part would be merged
         where the records of an earlier save to `tfrecord_path` are (`load` could not tell
         that header from a copy of the part's).
+      TypeError: A path is a tensor.
 
     Example:
       >>> # machine i of n: save(ds.shard(n, i), f"gs://bucket/data-part{i}")
@@ -2871,7 +2877,8 @@ def load(
     Raises:
       HeaderError: The header is missing or invalid, or lists none of the record files named
         for `tfrecord_path` while one is there (a pair copied under another name).
-      CorruptDataError: A record file is missing or its size differs from the header's.
+      CorruptDataError: A record file is missing, its size differs from the header's, or
+        it is too small for the records and shapes the header gives.
       ValueError: An option has an invalid value, or one that would do nothing (`seed`
         without `shuffle_files`, `drop_remainder` without `batch_size`), or a path is not
         UTF-8.
@@ -3363,11 +3370,14 @@ def _check_count(start, end, rows, path, expected, block: int):
     # blocks before it, at most `block` (the end marker, empty, comes right after the last).
     ok = tf.equal(rows, tf.clip_by_value(expected - start, 0, block))
     said = tf.strings.as_string(expected)
-    found = tf.where(end > expected, tf.strings.join(["more than ", said]),
-                     tf.strings.as_string(end))  # earlier blocks were checked to be full
+    # Earlier blocks were checked to be full. Reading stops at a corrupt record (a checksum
+    # that fails), so fewer records may be read than the file holds
+    found = tf.where(end > expected, tf.strings.join(["the file holds more than ", said]),
+                     tf.strings.join(["only ", tf.strings.as_string(end),
+                                      " could be read from it"]))
     message = tf.strings.join([
-        "super_serial: ", path, ": the header says ", said, " records, but the file holds ",
-        found, "; it is corrupt, truncated, or belongs to another header"])
+        "super_serial: ", path, ": the header says ", said, " records, but ", found,
+        "; it is corrupt, truncated, or belongs to another header"])
     return tf.debugging.Assert(ok, [message], summarize=1)
 
 
@@ -3739,6 +3749,7 @@ def verify(tfrecord_path, header_path=None, progress: bool = False) -> dict:
       HeaderError: The header is missing or invalid.
       CorruptDataError: The first problem found, naming the file (and record and feature).
       ValueError: `progress` is not a bool, or a path is not UTF-8.
+      TypeError: A path is a tensor.
 
     Example:
       >>> verify("data.tfrecord")["num_records"]  # doctest: +SKIP

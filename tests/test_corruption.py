@@ -100,6 +100,20 @@ def test_flipped_byte_fails_iteration_and_verify(saved, where, record):
     assert str(info.value).startswith(tfrecord_path)
 
 
+@pytest.mark.parametrize("record", [0, 1050])
+def test_a_failed_checksum_says_how_many_records_could_be_read(saved, record):
+    """Reading a file stops at a record whose checksum fails: the message says how many
+    were read before it, not that the file holds only those."""
+    tfrecord_path, header_path = saved
+    offset, length = record_spans(Path(tfrecord_path).read_bytes())[record]
+    flip(tfrecord_path, FRAME_POSITIONS["payload_crc"](offset, length))
+    with pytest.raises(ITERATION_ERRORS) as info:
+        iterate(tfrecord_path, header_path)
+    assert (f"{tfrecord_path}: the header says {NUM} records, but only {record} could be read "
+            "from it; it is corrupt, truncated, or belongs to another header"
+            ) in info.value.message
+
+
 @pytest.mark.parametrize("layout", [{"num_shards": 3}, {"compression": "GZIP"},
                                     {"compression": "ZLIB", "num_shards": 2}])
 def test_flipped_byte_in_sharded_or_compressed_files(tmp_path, layout):
