@@ -750,8 +750,8 @@ def test_a_loaded_dataset_reads_what_a_save_over_its_files_wrote(tmp_path):
     assert [int(x) for x in loaded] == [100, 101, 102, 103, 104]
     save(loaded.take(3), tfrecord_path)
     with pytest.raises(tf.errors.InvalidArgumentError,
-                       match=re.escape(f"{tfrecord_path}: the header says 5 records, but the "
-                                       "file holds 3")):
+                       match=re.escape(f"{tfrecord_path}: the header says 5 records, but only 3 "
+                                       "could be read from it")):
         list(loaded)
 
 
