@@ -32,7 +32,8 @@ _ROWS_SHOWN = 3  # head: rows shown at each end of a long ragged dimension
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs the command line; returns the exit status (0 ok, 1 bad data or files, 2 usage)."""
+    """Runs the command line; returns the exit status (0 ok, 1 bad data or files, 130 after
+    Ctrl-C). Wrong usage and --help exit through argparse's SystemExit (2 and 0)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)

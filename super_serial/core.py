@@ -94,7 +94,9 @@ class HeaderError(SuperSerialError):
 
 
 class SchemaError(SuperSerialError):
-    """A dataset cannot be represented, or records do not match their header."""
+    """A dataset cannot be saved as it is (or an element is not the shape its spec gives), or
+    parts cannot be merged. Records that do not match their header are a CorruptDataError
+    (verify) or a tf.errors.InvalidArgumentError (iterating a loaded dataset)."""
 
 
 class CorruptDataError(SuperSerialError):
@@ -272,7 +274,8 @@ _MAX_SHARDS = 99_999
 
 
 def shard_file_names(base: str, num_shards: int) -> list[str]:
-    """`base` for one shard, else `base-00000-of-0000N` (the TensorFlow/TFDS convention)."""
+    """`base` for one shard, else `base-00000-of-NNNNN`, the count in five digits (the
+    TensorFlow/TFDS convention)."""
     if num_shards == 1:
         return [base]
     return [f"{base}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
@@ -1378,7 +1381,7 @@ def save(
       dataset: Any `tf.data.Dataset` whose elements are tensors or ragged tensors, alone or in
         (nested) dicts and tuples.
       tfrecord_path: Where the records go (any `tf.io.gfile` path). With several shards, the
-        files are `<tfrecord_path>-00000-of-0000N`.
+        files are `<tfrecord_path>-00000-of-NNNNN`.
       header_path: Where the header goes; default `<tfrecord_path>.header.yaml`.
       num_shards: Split the records over this many files (blocks of records dealt round-robin,
         so that `load` restores the order while reading all files in parallel).
@@ -1539,7 +1542,10 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
         )
     except BaseException as e:
         files.abort()
-        problem = _misshapen(e, features, batches.batches)
+        try:
+            problem = _misshapen(e, features, batches.batches)
+        except Exception:  # noqa: BLE001 - never hide the error itself behind one of ours
+            problem = None
         if problem is None:
             raise
         raise SchemaError(f"{tfrecord_path}: nothing was saved: {problem}") from None
@@ -1586,6 +1592,8 @@ def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | Non
     row = _WRONG_SHAPE[1].search(message)
     if row:
         listed = [f for f in features if f.dense_unknown]
+        if not listed:
+            return None
         name = (f"feature {_short(listed[0].name)}" if len(listed) == 1 else
                 "one of the features " + ", ".join(_short(f.name) for f in listed))
         return (f"{name}: an element came as shape {shape(row[1])}, where its element_spec "
@@ -2689,7 +2697,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
       The combined header, as a dict.
 
     Raises:
-      SchemaError: A part cannot be combined with the first, a record file would be listed
+      SchemaError: A part is in another folder, was saved with num_shards or by the original
+        module, or cannot be combined with the first, a record file would be listed
         twice (a merged dataset given with its own parts), parts are named as a save to
         `tfrecord_path` names its own shards, or a part nests more than 256 levels; the
         message names the part.
@@ -2703,7 +2712,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
 
     Example:
       >>> # machine i of n: save(ds.shard(n, i), f"gs://bucket/data-part{i}")
-      >>> parts = [f"gs://bucket/data-part{i}" for i in range(n)]
+      >>> parts = [f"gs://bucket/data-part{i}" for i in range(n)]  # doctest: +SKIP
       >>> merge(parts, "gs://bucket/data")  # doctest: +SKIP
     """
     tfrecord_path = _fspath(tfrecord_path)

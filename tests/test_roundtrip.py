@@ -1072,6 +1072,23 @@ def test_lists_that_do_not_fit_their_spec_name_the_feature(tmp_path, paths, stru
     _nothing_written(tmp_path)
 
 
+def test_a_failure_reading_the_error_leaves_the_error_itself(tmp_path, paths, monkeypatch):
+    """Making sense of TensorFlow's message must never hide that message behind another."""
+    def broken(*args):
+        raise IndexError("a message of another form")
+
+    monkeypatch.setattr(core, "_misshapen", broken)
+
+    def clip(i):
+        x = tf.numpy_function(lambda i: np.zeros([2, 2], np.float32), [i], tf.float32)
+        x.set_shape([None])
+        return x
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="incompatible with the row shape"):
+        super_serial.save(tf.data.Dataset.range(4).map(clip).cache(), *paths)
+    _nothing_written(tmp_path)
+
+
 def test_other_errors_of_the_pipeline_are_left_as_they_are(tmp_path, paths):
     def fails(i):
         tf.debugging.assert_less(i, tf.constant(2, tf.int64), message="element too large")
