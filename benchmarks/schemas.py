@@ -128,8 +128,9 @@ def measure(dataset, varying: bool, work: Path, repeats: int, settle: float = 0.
 
     def counted(read):  # each timed load reads every element, or the run stops
         def run():
-            if read() != count:
-                raise RuntimeError(f"a load read {read()} elements of {count}")
+            read_now = read()
+            if read_now != count:
+                raise RuntimeError(f"a load read {read_now} elements of {count}")
         return run
 
     runs = {
