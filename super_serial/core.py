@@ -1584,11 +1584,12 @@ def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | Non
     hint = ("(a set_shape or ensure_shape after a numpy_function or py_function that does not "
             "hold?)")
     batch = _WRONG_SHAPE[0].search(message)
-    owners = reads.owners()
-    if batch and int(batch[1]) < len(owners):
-        feature = features[owners[int(batch[1])]]
-        return (f"feature {_short(feature.name)}: a batch of its elements read as shape "
-                f"{shape(batch[3])}, not {shape(batch[2])}: {spec(feature)} {hint}")
+    if batch:
+        owners = reads.owners()  # only here: the other messages need no component's owner
+        if int(batch[1]) < len(owners):
+            feature = features[owners[int(batch[1])]]
+            return (f"feature {_short(feature.name)}: a batch of its elements read as shape "
+                    f"{shape(batch[3])}, not {shape(batch[2])}: {spec(feature)} {hint}")
     row = _WRONG_SHAPE[1].search(message)
     if row:
         listed = [f for f in features if f.dense_unknown]
