@@ -19,6 +19,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import statistics
@@ -104,8 +105,10 @@ def _rows(batch) -> int:
 
 def check(dataset, loaded) -> None:
     """Every element loaded is the element saved, value for value (untimed)."""
-    count = 0
-    for want, got in zip(dataset, loaded):
+    count, missing = 0, object()
+    for want, got in itertools.zip_longest(dataset, loaded, fillvalue=missing):
+        if want is missing or got is missing:  # one pass, which also finds a short one
+            raise RuntimeError("the loaded dataset has another number of elements")
         for a, b in zip(tf.nest.flatten(want), tf.nest.flatten(got)):
             # a batch of dense rows of varying shape comes as ragged, and its rows so
             a, b = (x.to_tensor() if isinstance(x, tf.RaggedTensor) and not isinstance(
@@ -116,8 +119,6 @@ def check(dataset, loaded) -> None:
                                        for x, y in zip(a, b)):
                 raise RuntimeError(f"element {count} loaded differs from the one saved")
         count += 1
-    if count != sum(1 for _ in dataset) or count != sum(1 for _ in loaded):
-        raise RuntimeError("the loaded dataset has another number of elements")
 
 
 def measure(dataset, varying: bool, work: Path, repeats: int, settle: float = 0.0) -> dict:
