@@ -484,13 +484,15 @@ def proc_status_bytes(key: str) -> int:
     raise KeyError(key)
 
 
-def reset_peak_rss() -> None:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); without it growth is overestimated."""
+def reset_peak_rss() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0). Returns whether it was reset: without
+    it, VmHWM keeps the peak from before, and the growth it gives is overestimated."""
     try:
         with open("/proc/self/clear_refs", "w") as clear_refs:
             clear_refs.write("5")
     except OSError:
-        pass
+        return False
+    return proc_status_bytes("VmHWM") <= proc_status_bytes("VmRSS") + MB
 
 
 def streaming_dataset(gib: float, element: str) -> tuple[tf.data.Dataset, int]:
@@ -537,7 +539,7 @@ def memory_child(name: str, out_dir: Path, gib: float, element: str) -> None:
     for _ in dataset.take(1):  # warm up the TF runtime before taking the baseline
         pass
     baseline = proc_status_bytes("VmRSS")
-    reset_peak_rss()
+    peak_reset = reset_peak_rss()
     start = time.perf_counter()
     CONTENDERS[name].save(dataset, out_dir)
     seconds = time.perf_counter() - start
@@ -548,6 +550,7 @@ def memory_child(name: str, out_dir: Path, gib: float, element: str) -> None:
         "seconds": seconds,
         "baseline_rss": baseline,
         "peak_rss": proc_status_bytes("VmHWM"),
+        "peak_reset": peak_reset,
     }
     print(json.dumps(report))
 
@@ -618,6 +621,10 @@ def run_memory(args, names: list[str], workdir: Path) -> None:
         for report in reports
     ]
     summary.append("peak RSS growth = VmHWM during the save - VmRSS just before it; MB = 1e6 bytes")
+    not_reset = [report["contender"] for report in reports if not report["peak_reset"]]
+    summary.append(f"VmHWM could not be reset before the save of {', '.join(not_reset)}: its "
+                   "growth counts the peak from before" if not_reset else
+                   "VmHWM was reset to VmRSS before each save")
     print_lines(summary, args.markdown)
 
 
@@ -632,6 +639,9 @@ def comma_list(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
             raise argparse.ArgumentTypeError(
                 f"expected a comma-separated subset of {','.join(allowed)}, got {text!r}"
             )
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:  # each would run and be reported twice, its ratios taken from one of them
+            raise argparse.ArgumentTypeError(f"{text!r} names {', '.join(twice)} more than once")
         return names
 
     return parse

@@ -112,6 +112,7 @@ def test_memory_mode_reports_peak_rss_growth(tmp_path, element):
         assert int(row["bytes on disk"].replace(",", "")) >= 0.01 * 2**30
         assert int(row["peak RSS growth MB"]) >= 0
     assert re.search(r"^super_serial: peak RSS growth -?\d+ MB \(target < 400 MB\)", stdout, re.M)
+    assert re.search(r"^VmHWM was reset to VmRSS before each save$", stdout, re.M)
     assert re.search(rf"^streaming save of 0.01 GiB of {EXPECTED_ELEMENT[element]}", stdout, re.M)
 
 
@@ -227,6 +228,26 @@ def test_bench_refuses_options_that_would_run_nothing(argv, monkeypatch, capsys)
     with pytest.raises(SystemExit):
         bench.parse_args(argv)
     assert "error:" in capsys.readouterr().err
+
+
+def test_bench_refuses_a_contender_named_twice(monkeypatch, capsys):
+    bench = _module("bench", monkeypatch)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--contenders", "super_serial,tf.data,super_serial"])
+    assert "names super_serial more than once" in capsys.readouterr().err
+    assert bench.parse_args(["--contenders", "super_serial,tf.data"]).contenders == [
+        "super_serial", "tf.data"]
+
+
+def test_peak_rss_reset_reports_failure(monkeypatch):
+    bench = _module("bench", monkeypatch)
+    assert bench.reset_peak_rss()  # Linux >= 4.0, as the memory numbers assume
+
+    def refused(path, *args, **kwargs):
+        raise PermissionError(path)
+
+    monkeypatch.setattr(bench, "open", refused, raising=False)
+    assert not bench.reset_peak_rss()
 
 
 def test_schema_benchmark_checks_what_it_loads(monkeypatch):
