@@ -273,7 +273,7 @@ def default_header_path(tfrecord_path) -> str:
 _MAX_SHARDS = 99_999
 
 
-def shard_file_names(base: str, num_shards: int) -> list[str]:
+def _shard_file_names(base: str, num_shards: int) -> list[str]:
     """`base` for one shard, else `base-00000-of-NNNNN`, the count in five digits (the
     TensorFlow/TFDS convention)."""
     if num_shards == 1:
@@ -283,7 +283,7 @@ def shard_file_names(base: str, num_shards: int) -> list[str]:
 
 def _is_save_name(name: str, base: str) -> bool:
     """Whether `name` is one a save to `base` writes records to: `base` itself, or
-    `base-NNNNN-of-NNNNN` as `shard_file_names` makes them."""
+    `base-NNNNN-of-NNNNN` as `_shard_file_names` makes them."""
     return re.fullmatch(re.escape(base) + r"(-\d{5}-of-\d{5})?", name) is not None
 
 
@@ -1640,9 +1640,9 @@ def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded:
     file's name (a shard's, if `sharded`) would be too long, which the renames at the end
     would find only after all the writing."""
     folder, base = _dirname(tfrecord_path), _basename(tfrecord_path)
-    shards = [_join(folder, name) for name in shard_file_names(base, num_shards)]
+    shards = [_join(folder, name) for name in _shard_file_names(base, num_shards)]
     _check_not_folders([tfrecord_path, header_path] + shards)
-    longest = ((tfrecord_path, shard_file_names(base, 2 if sharded else 1)[0]),
+    longest = ((tfrecord_path, _shard_file_names(base, 2 if sharded else 1)[0]),
                (header_path, _basename(header_path)))
     for path, name in longest:
         if _is_local(path) and len(name.encode()) > _MAX_NAME_BYTES:
@@ -2484,7 +2484,7 @@ class _RecordFiles:
         for writer in self.writers:
             writer.close()
         self.writers = []
-        names = shard_file_names(self.base, len(self.temp_paths))
+        names = _shard_file_names(self.base, len(self.temp_paths))
         shards = tuple(
             _Shard(name, count, tf.io.gfile.stat(temp).length)
             for name, count, temp in zip(names, self.counts, self.temp_paths)
@@ -3019,10 +3019,10 @@ def _beside_a_copy(header: _Header, tfrecord_path: str) -> str | None:
     if not header.version or any(_is_save_name(name, base) for name in names):
         return None
     other = names[0] if len(names) == 1 else names[0].rpartition("-00000-of-")[0]
-    if names != shard_file_names(other, len(names)):  # merged
+    if names != _shard_file_names(other, len(names)):  # merged
         return None
     folder = _dirname(tfrecord_path)
-    for name in dict.fromkeys([base, shard_file_names(base, len(header.shards))[0]]):
+    for name in dict.fromkeys([base, _shard_file_names(base, len(header.shards))[0]]):
         path = _join(folder, name)
         if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
             return path

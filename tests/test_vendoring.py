@@ -165,3 +165,16 @@ def test_vendored_copy_in_a_fresh_interpreter_without_the_package(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "vendored ok" in result.stdout
+
+
+def test_the_core_names_no_public_function_or_class_beyond_its_all():
+    """The API is what `__all__` lists: a vendored copy's users see every other function and
+    class of the file marked private, so that none is taken for part of the API."""
+    tree = ast.parse(CORE.read_text())
+    defined = {node.name for node in tree.body
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+               and not node.name.startswith("_")}
+    listed = next(ast.literal_eval(node.value) for node in tree.body
+                  if isinstance(node, ast.Assign)
+                  and getattr(node.targets[0], "id", "") == "__all__")
+    assert defined == set(listed)
