@@ -8,7 +8,8 @@ every element with a tf.data map, 20-40 us an element on 2 cores, both sides ali
 measure itself more than the loaders.) Prints medians and the ratios super_serial / tf.data
 (<= 1.0 is better), also for ``load(..., batch_size=512)`` against what gives the same batches:
 ``tf.data.Dataset.load`` with ``.batch(512)``, or ``.ragged_batch(512)`` where dense shapes
-vary. Each timed operation starts after a pause of ``--settle`` seconds, as in bench.py.
+vary. Each timed operation starts after a pause of ``--settle`` seconds, and each save
+writes where nothing is (the last one's files removed before the clock), as in bench.py.
 
 Usage::
 
@@ -134,10 +135,18 @@ def measure(dataset, varying: bool, work: Path, repeats: int, settle: float = 0.
                 raise RuntimeError(f"a load read {read_now} elements of {count}")
         return run
 
+    def remove_ours():
+        for path in (ours, super_serial.default_header_path(ours)):
+            if os.path.exists(path):
+                os.remove(path)
+
+    # Each save writes where nothing is, as in bench.py: what was there before is removed
+    # before the clock starts (`fresh`), for both.
+    fresh = {"save super_serial": remove_ours,
+             "save tf.data": lambda: shutil.rmtree(theirs, ignore_errors=True)}
     runs = {
         "save super_serial": lambda: super_serial.save(dataset, ours),
-        "save tf.data": lambda: (shutil.rmtree(theirs, ignore_errors=True),
-                                 dataset.save(theirs)),
+        "save tf.data": lambda: dataset.save(theirs),
         "load super_serial": counted(lambda: iterate(super_serial.load(ours), varying)),
         "load tf.data": counted(lambda: iterate(tf.data.Dataset.load(theirs), varying)),
         "load batch_size=512": counted(
@@ -147,12 +156,14 @@ def measure(dataset, varying: bool, work: Path, repeats: int, settle: float = 0.
         runs["load tf.data ragged_batch"] = counted(lambda: sum(
             _rows(b) for b in tf.data.Dataset.load(theirs).ragged_batch(512)))
     times: dict = {name: [] for name in runs}
-    for run in runs.values():  # once untimed: traces and first-time costs out of the way
+    for name, run in runs.items():  # once untimed: traces and first-time costs out of the way
+        fresh.get(name, lambda: None)()
         run()
     check(dataset, super_serial.load(ours))  # and the data checked, value for value
     check(dataset, super_serial.load(ours, batch_size=512).unbatch())
     for _ in range(repeats):
         for name, run in runs.items():
+            fresh.get(name, lambda: None)()
             time.sleep(settle)
             start = time.perf_counter()
             run()
