@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import errno
 import functools
 import hashlib
 import itertools
@@ -2322,6 +2323,25 @@ def _crc32c_u64(values: np.ndarray) -> np.ndarray:
     return crc ^ np.uint32(0xFFFFFFFF)
 
 
+def _out_of_files(error: BaseException) -> bool:
+    """Whether opening a file failed because the process has too many open (EMFILE): an
+    OSError from `os.open`, or TensorFlow's error from its own writer."""
+    if isinstance(error, OSError):
+        return error.errno == errno.EMFILE
+    return isinstance(error, tf.errors.ResourceExhaustedError) and (
+        "Too many open files" in str(error))
+
+
+def _open_files_limit() -> str:
+    """", `ulimit -n`, is N" where the platform tells the limit, else ""."""
+    try:
+        import resource  # not on Windows
+    except ImportError:
+        return ""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return "" if soft == resource.RLIM_INFINITY else f", `ulimit -n`, is {soft:,}"
+
+
 class _RecordFiles:
     """Record files written under temporary names beside their destination.
 
@@ -2346,8 +2366,16 @@ class _RecordFiles:
         self._aborted = False
         try:
             self._start(num_shards, shard_size)
-        except BaseException:  # too many files open, say: what was made goes again
+        except BaseException as error:  # too many files open, say: what was made goes again
+            opened = len(self.writers)
             self.abort()
+            if _out_of_files(error):
+                raise OSError(errno.EMFILE, (
+                    f"{tfrecord_path}: num_shards={num_shards} keeps that many record files "
+                    f"open at once, and this process could open {opened} (its limit on open "
+                    f"files{_open_files_limit()}); save fewer shards, or with shard_size= "
+                    "(one file open at a time), or raise the limit"
+                )) from error
             raise
 
     def _start(self, num_shards, shard_size):

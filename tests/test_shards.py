@@ -663,3 +663,49 @@ def test_features_difference_names_the_first_feature_that_differs():
     assert core._features_difference(full, fewer) == ": feature 'name' is only in this part"
     assert core._features_difference(fewer, full) == ": feature 'name' is only in that one"
     assert core._features_difference(full, full) == ""
+
+
+_OUT_OF_FILES = r"""
+import json, os, resource, sys
+import tensorflow as tf
+from super_serial import core, load, save
+
+folder, compression = sys.argv[1], sys.argv[2] or None
+path = os.path.join(folder, "data.tfrecord")
+dataset = tf.data.Dataset.range(50)
+save(dataset, path)  # an earlier save, which the failing one must leave as it is
+open_now = len(os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE,
+                   (open_now + 40, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    save(dataset.map(lambda x: x + 1), path, num_shards=100, compression=compression)
+    error = None
+except Exception as e:
+    error = [type(e).__name__, getattr(e, "errno", None), str(e)]
+print(json.dumps({"error": error, "files": sorted(os.listdir(folder)),
+                  "loaded": [int(x) for x in load(path)], "limit": open_now + 40}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/fd and setrlimit")
+@pytest.mark.parametrize("compression", ["", "GZIP"])  # super_serial's writer, TensorFlow's
+def test_more_shards_than_the_process_may_open_is_a_clear_error(tmp_path, compression):
+    import errno
+    import json
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_FILES, str(tmp_path), compression],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    kind, number, message = report["error"]
+    assert (kind, number) == ("OSError", errno.EMFILE)
+    assert message.startswith(
+        f"[Errno {errno.EMFILE}] {tmp_path / 'data.tfrecord'}: num_shards=100 keeps that many")
+    assert f"`ulimit -n`, is {report['limit']:,}" in message
+    assert "shard_size=" in message
+    # nothing of the failed save is left, and the earlier one loads as it was
+    assert report["files"] == ["data.tfrecord", "data.tfrecord.header.yaml"]
+    assert report["loaded"] == list(range(50))
