@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import traceback
+import unicodedata
 
 # Quiets TensorFlow's C++ start-up logging, but only if TensorFlow is not imported yet: this
 # module imports it lazily, in the commands that need it (super_serial/__init__.py decides
@@ -317,12 +318,26 @@ def _inspect_text(info: dict) -> str:
     return "\n".join(lines)
 
 
+def _width(text: str) -> int:
+    """The columns `text` takes in a terminal: two for East Asian wide and fullwidth
+    characters (日本語), none for combining marks, one for the rest."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int, right: bool = False) -> str:
+    """`text` padded with spaces to `width` columns (`_width`), on the left if `right`."""
+    fill = " " * max(0, width - _width(text))
+    return fill + text if right else text + fill
+
+
 def _table(header: tuple, rows: list, right: tuple = ()) -> list[str]:
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    widths = [max(_width(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells):
-        out = [str(c).rjust(w) if i in right else str(c).ljust(w)
-               for i, (c, w) in enumerate(zip(cells, widths))]
+        out = [_pad(str(c), w, right=i in right) for i, (c, w) in enumerate(zip(cells, widths))]
         return "  ".join(out).rstrip()
 
     return [line(header), line("-" * w for w in widths)] + [line(row) for row in rows]
@@ -419,14 +434,14 @@ def _head(args) -> int:
     for index, element in _not_an_example_named(dataset, args.path, header_path):
         print(f"element {index}")
         leaves = [(name, *_leaf_text(leaf)) for name, leaf in zip(names, tf.nest.flatten(element))]
-        name_width = max(len(name) for name, _, _ in leaves)
+        name_width = max(_width(name) for name, _, _ in leaves)
         kind_width = max(len(kind) for _, kind, _ in leaves)
         for name, kind, text in leaves:
             lines = text.splitlines()
             if len(lines) == 1:
-                print(f"  {name.ljust(name_width)}  {kind.ljust(kind_width)}  {text}")
+                print(f"  {_pad(name, name_width)}  {kind.ljust(kind_width)}  {text}")
             else:
-                print(f"  {name.ljust(name_width)}  {kind}")
+                print(f"  {_pad(name, name_width)}  {kind}")
                 print("\n".join(" " * (name_width + 4) + line for line in lines))
         shown += 1
     if shown < args.num:
@@ -608,10 +623,10 @@ def _run_demo(folder: str, keep: bool) -> int:
     problem = _difference(dataset, loaded)
     print(f"\nLoaded back with super_serial.load({path!r}):")
     specs = tf.nest.flatten(loaded.element_spec)
-    width = max(len(name) for name in _leaf_names(loaded.element_spec))
+    width = max(_width(name) for name in _leaf_names(loaded.element_spec))
     print("  element_spec:")
     for name, spec in zip(_leaf_names(loaded.element_spec), specs):
-        print(f"    {name.ljust(width)}  {spec}")
+        print(f"    {_pad(name, width)}  {spec}")
     if problem:
         print(f"  identical: NO ({problem})")
         print(f"{PROG}: error: the loaded dataset differs from the saved one: {problem}",

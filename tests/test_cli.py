@@ -489,3 +489,22 @@ def test_help_describes_every_command(command, capsys):
 def test_debug_goes_before_or_after_the_command(argv):
     assert cli._parser().parse_args(argv).debug is True
     assert cli._parser().parse_args(["inspect", "x"]).debug is False
+
+
+def test_wide_characters_keep_the_columns_aligned(tmp_path, capsys):
+    """Names in East Asian wide characters take two columns each in a terminal: padded by
+    their length, the columns after them came out of line."""
+    keys = ["ab", "日本語", "é", "e\u0301x"]  # ASCII, wide, narrow, with a combining accent
+    assert [cli._width(k) for k in keys] == [2, 6, 1, 2]
+    path = str(tmp_path / "wide.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({k: i for i, k in enumerate(keys)}), path)
+
+    def columns(out, pattern):  # where each matching line's dtype starts, in columns
+        lines = [line for line in out.splitlines() if re.search(pattern, line)]
+        assert len(lines) == len(keys), out
+        return {cli._width(line[:line.index("int32")]) for line in lines}
+
+    assert cli.main(["inspect", path]) == 0
+    assert len(columns(capsys.readouterr().out, r"int32 +\[\] +int64")) == 1
+    assert cli.main(["head", path]) == 0
+    assert len(columns(capsys.readouterr().out, r"int32  \d$")) == 1
