@@ -299,7 +299,10 @@ def _inspect_text(info: dict) -> str:
         f"{_counted(info['num_records'], 'record')}; "
         f"compression {info['compression'] or 'none'}",
         f"{len(info['shards'])} shard{'s' if len(info['shards']) != 1 else ''}, layout "
-        f"{info['layout']}, {_counted(info['block_records'], 'record')} per block",
+        f"{info['layout']}, {_counted(info['block_records'], 'record')} per block" if
+        info["version"] else  # the original module's header has neither: load's defaults
+        f"1 file; no layout or block size in this header (load reads it in blocks of "
+        f"{info['block_records']:,})",
         "",
     ]
     rows = [(_name(f["name"]), f["dtype"], _shape(f["shape"]), f["encoding"],

@@ -508,3 +508,16 @@ def test_wide_characters_keep_the_columns_aligned(tmp_path, capsys):
     assert len(columns(capsys.readouterr().out, r"int32 +\[\] +int64")) == 1
     assert cli.main(["head", path]) == 0
     assert len(columns(capsys.readouterr().out, r"int32  \d$")) == 1
+
+
+def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys):
+    """Its header has no layout or block size; `inspect` showed load's defaults as if it had
+    ("layout sequential, 256 records per block")."""
+    golden = Path(__file__).resolve().parent / "golden" / "original-module"
+    assert cli.main(["inspect", str(golden / "images.tfrecord"),
+                     "--header", str(golden / "images.header")]) == 0
+    out = capsys.readouterr().out
+    assert "version 0 (original super_serial module)" in out
+    assert ("\n1 file; no layout or block size in this header (load reads it in blocks of "
+            "256)\n") in out
+    assert "layout sequential" not in out and "per block" not in out
