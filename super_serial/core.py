@@ -2371,8 +2371,9 @@ class _RecordFiles:
             self.abort()
             if _out_of_files(error):
                 raise OSError(errno.EMFILE, (
-                    f"{tfrecord_path}: num_shards={num_shards} keeps that many record files "
-                    f"open at once, and this process could open {opened} (its limit on open "
+                    f"{tfrecord_path}: {os.strerror(errno.EMFILE)}: num_shards={num_shards} "
+                    f"keeps that many record files open at once, and this process could open "
+                    f"{opened} (its limit on open "
                     f"files{_open_files_limit()}); save fewer shards, or with shard_size= "
                     "(one file open at a time), or raise the limit"
                 )) from error
