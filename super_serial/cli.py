@@ -293,16 +293,19 @@ def _summary(path: str, header_path: str, header: dict) -> dict:
 
 def _inspect_text(info: dict) -> str:
     version = info["version"] or "0 (original super_serial module)"
+    if info["version"]:
+        files = (f"{len(info['shards'])} shard{'s' if len(info['shards']) != 1 else ''}, "
+                 f"layout {info['layout']}, {_counted(info['block_records'], 'record')} "
+                 "per block")
+    else:  # the original module's header has neither: those are load's defaults
+        files = (f"1 file; no layout or block size in this header (load reads it in blocks "
+                 f"of {info['block_records']:,})")
     lines = [
         f"{info['path']}  (header {info['header_path']})",
         f"format {info['format']} version {version}; "
         f"{_counted(info['num_records'], 'record')}; "
         f"compression {info['compression'] or 'none'}",
-        f"{len(info['shards'])} shard{'s' if len(info['shards']) != 1 else ''}, layout "
-        f"{info['layout']}, {_counted(info['block_records'], 'record')} per block" if
-        info["version"] else  # the original module's header has neither: load's defaults
-        f"1 file; no layout or block size in this header (load reads it in blocks of "
-        f"{info['block_records']:,})",
+        files,
         "",
     ]
     rows = [(_name(f["name"]), f["dtype"], _shape(f["shape"]), f["encoding"],

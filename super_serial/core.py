@@ -2333,7 +2333,8 @@ def _out_of_files(error: BaseException) -> bool:
 
 
 def _open_files_limit() -> str:
-    """", `ulimit -n`, is N" where the platform tells the limit, else ""."""
+    """The words ", `ulimit -n`, is N" for `_RecordFiles`' error when files run out, where the
+    platform tells the limit N; else none."""
     try:
         import resource  # not on Windows
     except ImportError:
@@ -2369,7 +2370,7 @@ class _RecordFiles:
         except BaseException as error:  # too many files open, say: what was made goes again
             opened = len(self.writers)
             self.abort()
-            if _out_of_files(error):
+            if _out_of_files(error) and not shard_size and num_shards > 1:
                 raise OSError(errno.EMFILE, (
                     f"{tfrecord_path}: {os.strerror(errno.EMFILE)}: num_shards={num_shards} "
                     f"keeps that many record files open at once, and this process could open "
