@@ -1930,15 +1930,14 @@ class _Reads:
         return self.unpack(tf.nest.pack_sequence_as(self.structure, leaves))
 
     def owners(self) -> list[int]:
-        """For each tensor a read gives, the index of the feature (of those `unpack` gives)
-        it belongs to."""
-        counts = [len(s._flat_tensor_specs) for s in self.specs]  # noqa: SLF001
+        """For each tensor a read gives (one a leaf, as `parts` reads them), the index of the
+        feature (of those `unpack` gives) it belongs to."""
         tree = tf.nest.pack_sequence_as(self.structure, list(range(len(self.specs))))
-        spec_owner = {}
+        owner = {}
         for feature, leaf in enumerate(self.unpack(tree)):
             for index in tf.nest.flatten(leaf):
-                spec_owner[index] = feature
-        return [spec_owner[i] for i, count in enumerate(counts) for _ in range(count)]
+                owner[index] = feature
+        return [owner[i] for i in range(len(self.specs))]
 
 
 def _read_part(spec, tensor):
