@@ -1601,7 +1601,7 @@ def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | Non
         return (f"{name}: an element came as shape {shape(row[1])}, where its element_spec "
                 f"gives {shape(row[2])} {hint}")
     mapped = _WRONG_SHAPE[2].search(message)
-    named = {_op_name(f.name): f for f in features}
+    named = {_op_name(i, f.name): f for i, f in enumerate(features) if f.dense_unknown}
     if mapped and mapped[1] in named:
         feature = named[mapped[1]]
         return (f"feature {_short(feature.name)}: an element came as shape "
@@ -2032,7 +2032,7 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
 
     def flatten(*tensors):
         out = []
-        for f, s, x in zip(features, specs, tensors):
+        for i, (f, s, x) in enumerate(zip(features, specs, tensors)):
             if rows_apart and isinstance(s, tf.RaggedTensorSpec):
                 splits, values = tf.raw_ops.RaggedTensorFromVariant(
                     encoded_ragged=x, input_ragged_rank=-1, output_ragged_rank=s.ragged_rank,
@@ -2046,7 +2046,7 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
                 continue
             # The element as its spec says (a wrong set_shape after a numpy_function, say):
             # tf.data's own iterator would refuse it, but flattened it would be written
-            x = tf.ensure_shape(tf.identity(x, name=_op_name(f.name)), s.shape)
+            x = tf.ensure_shape(tf.identity(x, name=_op_name(i, f.name)), s.shape)
             if _sized_dim(f) == 0:
                 out.append(_ragged_variant(x))
                 structure.append(tf.RaggedTensorSpec(s.shape, s.dtype, 0, tf.int64))
@@ -2063,9 +2063,10 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
     return function, tuple(structure)
 
 
-def _op_name(feature_name: str) -> str:
-    """An op name that names the feature in TensorFlow's messages (its own, where it can)."""
-    return "super_serial_feature_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", feature_name)
+def _op_name(index: int, feature_name: str) -> str:
+    """An op name that names the feature in TensorFlow's messages: its index among the
+    features, so that no two are alike (`a/b` and `a_b`, say), and its own name where it can."""
+    return f"super_serial_feature_{index}_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", feature_name)
 
 
 def _sized_dim(feature: _Feature) -> int | None:

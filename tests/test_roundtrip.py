@@ -1051,6 +1051,31 @@ def test_elements_that_do_not_fit_their_spec_are_refused(tmp_path, paths, declar
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("bad", ["a/b", "a_b"])
+@pytest.mark.parametrize("other_known", [True, False])
+def test_a_misshapen_element_names_its_own_feature(tmp_path, paths, bad, other_known):
+    """The map that checks shapes names an op after each feature: `a/b` and `a_b` made the
+    same name, so the message could name the other feature; and TensorFlow renamed the second
+    of two such ops, which then named no feature at all."""
+    def element(i):
+        x = tf.numpy_function(lambda i: np.zeros([3], np.float32), [i], tf.float32)
+        x.set_shape([None, 2])
+        if other_known:
+            fine = tf.zeros([1, 2])
+        else:
+            fine = tf.numpy_function(lambda i: np.zeros([1, 2], np.float32), [i], tf.float32)
+            fine.set_shape([None, 2])
+        if bad == "a/b":
+            return {"a": {"b": x}, "a_b": fine}
+        return {"a": {"b": fine}, "a_b": x}
+
+    with pytest.raises(SchemaError, match=re.escape(
+            f"{paths[0]}: nothing was saved: feature '{bad}': an element came as shape [3]: "
+            "its element_spec gives [None, 2]")):
+        super_serial.save(tf.data.Dataset.range(2).map(element), *paths)
+    _nothing_written(tmp_path)
+
+
 @pytest.mark.parametrize("structure", ["bare", "two lists"])
 def test_lists_that_do_not_fit_their_spec_name_the_feature(tmp_path, paths, structure):
     """`sparse_batch` reads cached `[None]` lists, alone or over windows, and its error names
