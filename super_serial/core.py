@@ -1437,8 +1437,8 @@ def save(
     if cardinality == tf.data.INFINITE_CARDINALITY:
         raise ValueError("the dataset is infinite (e.g. .repeat() without a count); save a "
                          "finite one, e.g. with .take(n)")
-    if elements_per_batch and cardinality > 0:  # tf.data reserves a batch's slots up front
-        elements_per_batch = min(elements_per_batch, cardinality)
+    if elements_per_batch and cardinality >= 0:  # tf.data reserves a batch's slots up front
+        elements_per_batch = min(elements_per_batch, max(cardinality, 1))
     if elements_per_batch and elements_per_batch > _MAX_ELEMENTS_PER_BATCH:
         raise ValueError(f"elements_per_batch={elements_per_batch:,} is more than save reads "
                          f"at once ({_MAX_ELEMENTS_PER_BATCH:,}) from a dataset of "

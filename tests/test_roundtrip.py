@@ -1812,6 +1812,9 @@ def test_elements_per_batch_beyond_the_size_or_the_limit(paths):
     header = super_serial.save(lists, *paths, elements_per_batch=10**9)
     assert header["num_records"] == 10
     assert_same_elements(lists, super_serial.load(*paths))
+    empty = lists.take(0)  # known to be empty: not refused either
+    assert super_serial.save(empty, *paths, elements_per_batch=10**9)["num_records"] == 0
+    assert list(super_serial.load(*paths)) == []
     unknown = lists.filter(lambda x: True)
     with pytest.raises(ValueError, match=r"elements_per_batch=1,000,000,000 is more than save "
                                          r"reads at once \(1,048,576\) from a dataset of "
