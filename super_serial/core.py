@@ -56,6 +56,9 @@ _MAX_BLOCK_RECORDS = 2**16
 _MAX_NESTING = 256
 _MAX_READ_NESTING = 400
 _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at once
+# The largest header load reads, and save and merge write: a save's longest shard list (99,999
+# shards of a 255-byte name) takes about 33 MB
+_MAX_HEADER_BYTES = 64 << 20
 _TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
 _TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
 _MAX_BATCH_RECORDS = 8192
@@ -458,9 +461,12 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         raise HeaderError(f"{header_path}: header file not found{_interrupted(header_path)}")
     try:
         with tf.io.gfile.GFile(header_path, "rb") as f:
-            text = f.read(16 << 20)
+            text = f.read(_MAX_HEADER_BYTES + 1)
     except tf.errors.OpError as e:
         raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
+    if len(text) > _MAX_HEADER_BYTES:
+        raise HeaderError(f"{header_path}: not a valid header: larger than the "
+                          f"{_MAX_HEADER_BYTES:,} bytes a header may take")
     try:
         loader = _YAML_LOADER(text)  # PyYAML's own loader reads bytes here, and may refuse them
         try:
@@ -1405,8 +1411,9 @@ def save(
       The header that was written, as a dict.
 
     Raises:
-      SchemaError: The dataset holds something super_serial cannot represent, or an element
-        does not have the shape its element_spec gives (nothing is saved then).
+      SchemaError: The dataset holds something super_serial cannot represent, an element
+        does not have the shape its element_spec gives, or the header would list more shards
+        than fit in the 64 MiB a header may take (nothing is saved then).
       SuperSerialError: Called outside eager mode.
       ValueError: An option or path has an invalid value, the dataset is infinite (its
         cardinality says so), or a file would land on a folder or on another of the save's
@@ -2523,7 +2530,7 @@ class _RecordFiles:
         stale = self._old_shards(header_path) - set(names)
         header_temp = _temp_name(header_path, self.token)
         self.temp_paths.append(header_temp)
-        _write_header(header_temp, header)
+        _write_header(header_temp, header, header_path)
         destinations = [_join(self.folder, name) for name in names] + [header_path]
         _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
         self.temp_paths = []
@@ -2651,10 +2658,17 @@ _MAX_NAME_BYTES = 255
 _TOKEN_CHARS = 12  # of a save's token, in its temporaries' names
 
 
-def _write_header(path: str, header: _Header):
+def _write_header(path: str, header: _Header, header_path: str):
+    """Writes the header to `path`, a temporary name of `header_path`; SchemaError, and
+    nothing written, where load could not read it back (`_MAX_HEADER_BYTES`)."""
+    text = ("# super_serial header: the schema of the tf.train.Example records beside it.\n"
+            + _header_text(header)).encode()
+    if len(text) > _MAX_HEADER_BYTES:
+        raise SchemaError(f"{header_path}: nothing was written: the header would take "
+                          f"{len(text):,} bytes, more than the {_MAX_HEADER_BYTES:,} load reads "
+                          f"(it lists {len(header.shards):,} record files): write fewer")
     with tf.io.gfile.GFile(path, "wb") as f:
-        f.write(("# super_serial header: the schema of the tf.train.Example records beside "
-                 "it.\n" + _header_text(header)).encode())
+        f.write(text)
 
 
 def _header_text(header: _Header) -> str:
@@ -2732,7 +2746,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         module, or cannot be combined with the first, a record file would be listed
         twice (a merged dataset given with its own parts), parts are named as a save to
         `tfrecord_path` names its own shards, or a part nests more than 256 levels; the
-        message names the part.
+        message names the part. Also when the merged header would list more record files
+        than fit in the 64 MiB a header may take.
       HeaderError: A part's header is missing or invalid.
       CorruptDataError: A part's record file is missing or its size differs from its header's.
       ValueError: The merged dataset or its header would land on a part's files or on a
@@ -2802,7 +2817,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
                          "part's header; remove them, or merge under another name")
     temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
     try:
-        _write_header(temp, merged)
+        _write_header(temp, merged, header_path)
         tf.io.gfile.rename(temp, header_path, overwrite=True)
     finally:
         _remove_quietly(temp)

@@ -527,6 +527,53 @@ def test_merge_refuses_parts_nested_deeper_than_save_writes(tmp_path, monkeypatc
         "part0", "part0.header.yaml", "part1", "part1.header.yaml"]
 
 
+def test_a_header_is_read_whole_up_to_its_limit(tmp_path, paths):
+    """Headers were read up to 16 MiB and the rest dropped without a word: a longer one (the
+    shard list of a save of many shards) failed as "expected a mapping, found None". Now
+    64 MiB are read, and a longer header is refused as such."""
+    tfrecord_path, header_path = paths
+    full = features_label()
+    save(full, tfrecord_path, header_path, num_shards=2)
+    text = Path(header_path).read_bytes()
+    padding = b"#" + b" " * (20 << 20) + b"\n"  # a comment, so a valid header of 20 MiB
+    Path(header_path).write_bytes(padding + text)
+    assert_same_elements(full, load(tfrecord_path, header_path))
+    Path(header_path).write_bytes(b"#" + b" " * (64 << 20) + b"\n" + text)
+    with pytest.raises(core.HeaderError, match=re.escape(
+            f"{header_path}: not a valid header: larger than the 67,108,864 bytes a header "
+            "may take")):
+        read_header(header_path)
+
+
+def test_a_header_past_its_limit_is_not_written(tmp_path, paths, monkeypatch):
+    """What load cannot read back, save and merge do not write: a save then failed only on
+    its first load. The limit is lowered here to the size of a header of a few shards."""
+    tfrecord_path, header_path = paths
+    full = features_label()
+    save(full, tfrecord_path, header_path, num_shards=2)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    monkeypatch.setattr(core, "_MAX_HEADER_BYTES", Path(header_path).stat().st_size + 100)
+    with pytest.raises(SchemaError, match=re.escape(
+            f"{header_path}: nothing was written: the header would take ") + r"[\d,]+ bytes, "
+            r"more than the [\d,]+ load reads \(it lists 12 record files\)"):
+        save(full, tfrecord_path, header_path, num_shards=12)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # the earlier save, as it was
+    assert_same_elements(full, load(tfrecord_path, header_path))
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    parts = save_parts(folder, full, [{"shard_size": SHARD_SIZE}] * 2)
+    merged_header = str(folder / "data.tfrecord.header.yaml")
+    largest = max(Path(default_header).stat().st_size for default_header in
+                  (f"{part}.header.yaml" for part in parts))
+    monkeypatch.setattr(core, "_MAX_HEADER_BYTES", largest + 10)
+    before = sorted(p.name for p in folder.iterdir())
+    with pytest.raises(SchemaError, match=re.escape(
+            f"{merged_header}: nothing was written: the header would take ")):
+        merge(parts, str(folder / "data.tfrecord"))
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
 def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
     parts = save_parts(tmp_path, flat_dict(), [{}, {}])
     part0_header = (tmp_path / "data.tfrecord-part0.header.yaml").read_bytes()
