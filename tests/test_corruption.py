@@ -14,7 +14,7 @@ import tensorflow as tf
 import yaml
 from conftest import copy_pair, save_pair
 
-from super_serial import CorruptDataError, HeaderError, load, merge, read_header, save, verify
+from super_serial import CorruptDataError, HeaderError, core, load, merge, read_header, save, verify
 
 NUM = 1100  # two blocks of records (1024 and 76)
 ITERATION_ERRORS = (tf.errors.InvalidArgumentError, tf.errors.DataLossError)
@@ -249,6 +249,24 @@ def test_verify_message_is_one_clean_line(saved, name):
     assert message.startswith((tfrecord_path, f"Name: {tfrecord_path}:")), message
     assert "\n" not in message and "Iterator::" not in message and "[[" not in message, message
     assert "\\'" not in message, f"escaped quotes in {message!r}"
+
+
+def test_verify_reads_a_block_at_a_time(paths, monkeypatch):
+    """verify read batches of at least 256 records whatever their size: for records of 500 kB,
+    in blocks of 8, 128 MB at once where load parses 4 MB."""
+    tfrecord_path, header_path = paths
+    dataset = tf.data.Dataset.range(40).map(lambda i: tf.fill([125_000], tf.cast(i, tf.float32)))
+    header = save(dataset, tfrecord_path, header_path)
+    assert header["block_records"] == 8
+    asked, real = [], core._load
+
+    def spy(*args, **options):
+        asked.append(options["batch_size"])
+        return real(*args, **options)
+
+    monkeypatch.setattr(core, "_load", spy)
+    assert verify(tfrecord_path, header_path)["num_records"] == 40
+    assert asked == [8]
 
 
 def edit_examples(tfrecord_path, header_path, edits: dict):
