@@ -676,12 +676,15 @@ class _HeaderParser:
         if not 0 <= ragged_rank < max(len(shape), 1):
             self.fail(f"{field}.ragged_rank", f"must be in 0..{len(shape) - 1}, found "
                                               f"{ragged_rank}")
+        ragged = "ragged_rank" in raw
+        if not ragged and "row_splits_dtype" in raw:  # else a dense [None] loaded as ragged
+            self.fail(f"{field}.row_splits_dtype", "only a ragged feature (one with a "
+                                                   "ragged_rank) has row splits")
         splits = self.get(raw, "row_splits_dtype", f"{field}.row_splits_dtype", str,
                           optional=True, default="int64")
         if splits not in ("int32", "int64"):
             self.fail(f"{field}.row_splits_dtype", f"expected int32 or int64, found "
                                                    f"{_short(splits)}")
-        ragged = "ragged_rank" in raw
         tensor_name = self.get(raw, "tensor_name", f"{field}.tensor_name", str, optional=True)
         if ragged and tensor_name is not None:
             self.fail(f"{field}.tensor_name", "a ragged tensor's spec has no name")

@@ -221,6 +221,9 @@ FIELD_EDITS = {
                              r"features\.r\.ragged_rank"),
     "row_splits_dtype": (setter("features", "r", "row_splits_dtype", value="int8"),
                          r"features\.r\.row_splits_dtype"),
+    # a dense [None] list with row splits loaded batches as a ragged tensor of int32 splits
+    "row_splits_dtype_of_dense": (setter("features", "v", "row_splits_dtype", value="int32"),
+                                  r"features\.v\.row_splits_dtype"),
     "tensor_name_not_text": (setter("features", "x", "tensor_name", value=7),
                              r"features\.x\.tensor_name"),
     "tensor_name_of_ragged": (setter("features", "r", "tensor_name", value="r"),
