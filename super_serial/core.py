@@ -757,9 +757,16 @@ class _HeaderParser:
                 self.fail(f"{field}.dtype", f"{dtype.name} was not saveable by the original "
                                             "module")
             features.append(_Feature(key, (key,), dtype, shape, encoding))
+        least = _least_record_bytes(features)
+        if least > _MAX_RECORD_BYTES:
+            raise HeaderError(f"{self.source}: not a valid header: its features take at least "
+                              f"{least:,} bytes a record, more than a record can hold (2 GiB)")
+        # No block size in this header: load parses about _TARGET_BLOCK_BYTES at once, and at
+        # most 256 records (blocks of 256 made 3 GB of 12 MB images)
+        block = max(1, min(256, _TARGET_BLOCK_BYTES // max(least, 1)))
         shard = _Shard(tfrecord_base or "", None, None)
         return _Header(tuple(features), {f.name: f.name for f in features}, None, (shard,),
-                       None, 256, "sequential", 0)
+                       None, block, "sequential", 0)
 
 
 def _dealt_counts(num_records: int, block: int, num_shards: int) -> list[int]:

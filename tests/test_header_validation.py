@@ -344,6 +344,26 @@ def test_invalid_legacy_field(saved, name):
     assert_header_error(tfrecord_path, header_path, rf"field '{field}'")
 
 
+@pytest.mark.parametrize("shape, block", [([2], 256), ([256, 256, 3], 5),
+                                          ([1000, 1000, 3], 1)])
+def test_legacy_blocks_are_sized_by_their_records(saved, shape, block):
+    """An original-module header has no block size, and load parsed 256 records at a time
+    whatever their size: 3 GB at once for float images of 12 MB. Blocks come to about 4 MiB,
+    as save sizes them, and at most 256 records."""
+    tfrecord_path, header_path, _ = saved
+    write(header_path, {"image": {"shape": shape, "dtype": tf.float32.as_datatype_enum},
+                        "label": {"shape": [], "dtype": tf.int64.as_datatype_enum}})
+    assert read_header(header_path)["block_records"] == block
+
+
+def test_legacy_features_past_what_a_record_holds(saved):
+    tfrecord_path, header_path, _ = saved
+    write(header_path, {name: {"shape": [2**28], "dtype": tf.float32.as_datatype_enum}
+                        for name in ("a", "b")})  # 1 GiB each
+    assert_header_error(tfrecord_path, header_path, "not a valid header: its features take at "
+                        "least 2,147,483,648 bytes a record, more than a record can hold")
+
+
 # ---- not a header at all -------------------------------------------------------------------------
 
 NOT_HEADERS = {
