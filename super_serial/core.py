@@ -329,7 +329,10 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
                 if not key.isascii() and not _utf8(key):
                     raise SchemaError(f"{where}: dict key {key!r} cannot be written as UTF-8 "
                                       "(it holds a lone surrogate)")
-            return {k: visit(spec[k], path + (k,)) for k in sorted(spec)}
+            # Keys as plain strs: a subclass (numpy.str_ from np.array(names), a str Enum) is
+            # no type YAML's safe dumper writes, and load gives plain strs back
+            plain = {str.__str__(k): spec[k] for k in spec}
+            return {k: visit(plain[k], path + (k,)) for k in sorted(plain)}
         if isinstance(spec, tuple) and not hasattr(spec, "_fields"):
             if not spec:
                 raise SchemaError(f"{where}: empty tuples cannot be saved")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import enum
 import os
 import re
 import sys
@@ -1122,6 +1123,28 @@ def test_other_errors_of_the_pipeline_are_left_as_they_are(tmp_path, paths):
     with pytest.raises(tf.errors.InvalidArgumentError, match="element too large"):
         super_serial.save(tf.data.Dataset.range(4).map(fails).cache(), *paths)
     _nothing_written(tmp_path)
+
+
+class _Column(str, enum.Enum):
+    AGE = "age"
+
+
+@pytest.mark.parametrize("keys", [
+    lambda: list(np.array(["age", "income"])),  # numpy.str_, as np.unique or a column list
+    lambda: [_Column.AGE, "income"],
+], ids=["numpy_str", "str_enum"])
+def test_dict_keys_of_a_str_subclass_are_saved_as_the_strs_they_are(paths, keys):
+    """tf.data takes them, and so did save's checks, but YAML's safe dumper writes no str
+    subclass: the save failed after reading the whole dataset."""
+    age, income = keys()
+    assert type(age) is not str
+    dataset = tf.data.Dataset.range(5).map(
+        lambda i: {age: i, "nested": {income: tf.cast(i, tf.float32)}})
+    header = super_serial.save(dataset, *paths)
+    assert sorted(header["features"]) == ["age", "nested/income"]
+    loaded = list(super_serial.load(*paths))
+    assert [type(k) for k in loaded[0]] == [str, str]
+    assert_same_elements(dataset, super_serial.load(*paths))
 
 
 def test_non_str_dict_keys(tmp_path, paths):
