@@ -1586,6 +1586,12 @@ _WRONG_SHAPE = (
                r"shape \((\[[^]]*\])\)"),
     re.compile(r"Shape of tensor (\S+) (\[[^]]*\]) is not compatible with expected shape "
                r"(\[[^]]*\])"),
+    # a batch of elements of different shapes: of as many values (the component's index), or
+    # not (no component named: an element's shape, then the first element's)
+    re.compile(r"Cannot batch tensors with different shapes in component (\d+)\. First element "
+               r"had shape (\[[^]]*\]) and element \d+ had shape (\[[^]]*\])"),
+    re.compile(r"Cannot add tensor to the batch: number of elements does not match\. Shapes "
+               r"are: \[tensor\]: (\[[^]]*\]), \[batch\]: (\[[^]]*\])"),
 )
 
 
@@ -1596,30 +1602,47 @@ def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | Non
         return None
     message = str(error.message)
 
-    def shape(text: str) -> str:  # TensorFlow's "[?,2]" as save's messages write shapes
-        return str([None if d == "?" else int(d) for d in text[1:-1].split(",") if d])
+    def dims(text: str) -> list:  # TensorFlow's "[?,2]"
+        return [None if d == "?" else int(d) for d in text[1:-1].split(",") if d]
+
+    def shape(text: str) -> str:  # as save's messages write shapes
+        return str(dims(text))
 
     def spec(feature: _Feature) -> str:
         return f"its element_spec gives {list(feature.shape)}"
 
+    def one_of(listed: list) -> str:
+        return (f"feature {_short(listed[0].name)}" if len(listed) == 1 else
+                "one of the features " + ", ".join(_short(f.name) for f in listed))
+
     hint = ("(a set_shape or ensure_shape after a numpy_function or py_function that does not "
             "hold?)")
-    batch = _WRONG_SHAPE[0].search(message)
+    batch = _WRONG_SHAPE[0].search(message) or _WRONG_SHAPE[3].search(message)
     if batch:
         owners = reads.owners()  # only here: the other messages need no component's owner
         if int(batch[1]) < len(owners):
             feature = features[owners[int(batch[1])]]
-            return (f"feature {_short(feature.name)}: a batch of its elements read as shape "
-                    f"{shape(batch[3])}, not {shape(batch[2])}: {spec(feature)} {hint}")
+            read = (f"a batch of its elements read as shape {shape(batch[3])}, not "
+                    f"{shape(batch[2])}" if batch.re is _WRONG_SHAPE[0] else
+                    f"its elements came as shapes {shape(batch[2])} and {shape(batch[3])}")
+            return f"feature {_short(feature.name)}: {read}: {spec(feature)} {hint}"
     row = _WRONG_SHAPE[1].search(message)
     if row:
         listed = [f for f in features if f.dense_unknown]
         if not listed:
             return None
-        name = (f"feature {_short(listed[0].name)}" if len(listed) == 1 else
-                "one of the features " + ", ".join(_short(f.name) for f in listed))
-        return (f"{name}: an element came as shape {shape(row[1])}, where its element_spec "
-                f"gives {shape(row[2])} {hint}")
+        return (f"{one_of(listed)}: an element came as shape {shape(row[1])}, where its "
+                f"element_spec gives {shape(row[2])} {hint}")
+    added = _WRONG_SHAPE[4].search(message)
+    if added:  # a feature of fixed shape, likely one of the first element's rank
+        first, other = shape(added[2]), shape(added[1])
+        fixed = [f for f in features if f.kind == "fixed"]
+        listed = [f for f in fixed if len(f.shape) == len(dims(added[2]))] or fixed
+        if not listed:
+            return None
+        given = f": {spec(listed[0])}" if len(listed) == 1 else ""
+        return (f"{one_of(listed)}: its elements came as shapes {first} and {other}{given} "
+                f"{hint}")
     mapped = _WRONG_SHAPE[2].search(message)
     named = {_op_name(i, f.name): f for i, f in enumerate(features) if f.dense_unknown}
     if mapped and mapped[1] in named:

@@ -1052,6 +1052,30 @@ def test_elements_that_do_not_fit_their_spec_are_refused(tmp_path, paths, declar
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("source, other, named", [
+    ("map", False, "feature 'clip'"),
+    ("map", True, "one of the features 'clip', 'other'"),  # TensorFlow names no component
+    ("sized map", False, "feature 'clip'"),
+    ("sized map", True, "feature 'clip'"),  # here it does
+])
+def test_elements_of_varying_shape_against_a_fixed_spec_are_refused(tmp_path, paths, source,
+                                                                    other, named):
+    """Elements that each break a set_shape differently: a batch of them failed with
+    TensorFlow's own error, naming neither the feature nor the file."""
+    def element(i):
+        x = tf.numpy_function(lambda i: np.zeros([i], np.float32), [i], tf.float32)
+        x.set_shape([2])
+        return {"clip": x, "label": i, **({"other": tf.zeros([3])} if other else {})}
+
+    dataset = tf.data.Dataset.range(4).map(element)
+    if source == "sized map":
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(4))
+    with pytest.raises(SchemaError, match=re.escape(
+            f"{paths[0]}: nothing was saved: {named}: its elements came as shapes [0] and [1]")):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
 @pytest.mark.parametrize("bad", ["a/b", "a_b"])
 @pytest.mark.parametrize("other_known", [True, False])
 def test_a_misshapen_element_names_its_own_feature(tmp_path, paths, bad, other_known):
