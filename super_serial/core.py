@@ -1786,16 +1786,20 @@ def _read_records(features: list, batch_records: int, dataset) -> int:
     batches afterwards (`_Merger`): where shapes are unknown (`_GUESSED_DIM` values an unknown dim)
     or strings (`_GUESSED_STRING_BYTES` a string) make it a guess and the pipeline calls a
     function for each element anyway (`_costly_elements`: a generator of audio clips, a map
-    reading image files), or where strings are the only guess.
+    reading image files), or where a component holds a known number of strings (an encoded
+    image, an id), whatever else the element holds: a cached detection dataset of 150 kB
+    images and boxes of unknown number made batches of 8,192 images, 1.2 GB.
 
-    Unknown shapes of a cheap pipeline (arrays in memory, a cache) are read as the spec
-    sizes them: a small read costs 0.1 to 0.3 ms, as much as 30 small elements take to
-    read there, and their memory is held already."""
+    Other unknown shapes of a cheap pipeline (arrays in memory, a cache) are read as the
+    spec sizes them: a small read costs 0.1 to 0.3 ms, as much as 30 small elements take to
+    read there, and their memory is held already. Lists of strings of unknown length among
+    them (`[None]`) too: 2,500 lists of about 50 words saved in 1.5 times the time in small
+    reads, which do not go through `sparse_batch`."""
     strings = any(f.dtype.name == "string" for f in features)
     fixed = all(f.kind == "fixed" for f in features)
     if (strings or not fixed) and _costly_elements(dataset):
         return min(batch_records, _READ_COSTLY)
-    if strings and fixed:
+    if any(f.dtype.name == "string" and f.kind == "fixed" for f in features):
         return min(batch_records, _READ_RECORDS)
     return batch_records
 
