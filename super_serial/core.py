@@ -373,7 +373,7 @@ def _feature_from_spec(spec, path) -> _Feature:
             f"{f'feature {name!r}' if path else 'the element'}: {kind} is not supported; "
             "super_serial saves tf.Tensor and tf.RaggedTensor components"
         )
-    dtype = _DTYPES.get(spec.dtype.name if spec.dtype != tf.string else "string")
+    dtype = _DTYPES.get(spec.dtype.name)
     if dtype is None:
         raise SchemaError(
             f"feature '{name}': dtype {spec.dtype.name} is not supported; "
@@ -2156,7 +2156,7 @@ def _costly_elements(dataset) -> bool:
     """Whether the pipeline calls a function for each element it makes (a Python generator, a
     map...; 20 to 300 us an element here) before any cache, or cannot be looked into. Reading
     such elements a few at a time costs less beside that than elsewhere (the smallest took
-    18 to 39% more time so: README, Speed)."""
+    18 to 39% more time so: CHANGELOG.md)."""
     return _any_upstream(dataset, lambda d: bool(d._functions()),
                          stop=lambda d: type(d).__name__ == "CacheDataset")
 
@@ -2207,8 +2207,9 @@ except ImportError:  # pragma: no cover - depends on what is installed
 def _record_writer(path: str, compression: str | None):
     """A TFRecord file writer: `write(prepare(records, sizes))`, then `close()`.
 
-    `prepare` runs in the thread that encodes (it needs the GIL anyway), `write` in a writer
-    thread (it gives the GIL up).
+    `write` runs in a writer thread (it gives the GIL up); `prepare` in the thread that
+    encodes (it needs the GIL anyway), but for saves of `shard_size`, whose writer thread
+    prepares each batch as it comes to it.
 
     Uncompressed files are framed here when a C implementation of CRC32C is installed (one
     write per batch); otherwise, and for compressed files, tf.io.TFRecordWriter writes them.
@@ -3762,7 +3763,7 @@ class _Checks:
 
 
 def _check_range(f: _Feature, values, checks: _Checks):
-    """Int64List values restored to a narrower dtype (bool, int16, int32, uint16, uint32) must
+    """Int64List values restored to a narrower dtype (bool, or int8 to uint32) must
     fit it: a header that does not match its records (edited, or another file's) would
     otherwise wrap them silently. `values`: [rows, *shape], or ragged [rows, None]. Checked for
     the block as a whole, from its least and greatest value (one or two passes over the
