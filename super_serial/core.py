@@ -3560,7 +3560,6 @@ class _Decoder:
         Everything else passes as tf.data holds it (ragged tensors as variants).
         """
         specs = tf.nest.flatten(element_spec)
-        order = tf.nest.flatten(self.pack(list(range(len(self.features)))))
         structure = [f.spec(self.original) for f in self.features]
         if self.batched:
             structure = [_ragged_batch_spec(s) for s in structure]
@@ -3580,7 +3579,7 @@ class _Decoder:
                 elif empty:
                     leaf = tf.zeros(f.shape, self.spec_dtype(f))
                 out.append(leaf)
-            return [out[i] for i in order]
+            return out  # headers list features in flatten order (`parse_structure`)
 
         return _one_device_trace(finish, _flat_specs(element_spec)), self.pack(structure)
 
