@@ -1159,7 +1159,7 @@ class _Column(str, enum.Enum):
 ], ids=["numpy_str", "str_enum"])
 def test_dict_keys_of_a_str_subclass_are_saved_as_the_strs_they_are(paths, keys):
     """tf.data takes them, and so did save's checks, but YAML's safe dumper writes no str
-    subclass: the save failed after reading the whole dataset."""
+    subclass: the save was refused, saying that the header could not be written as YAML."""
     age, income = keys()
     assert type(age) is not str
     dataset = tf.data.Dataset.range(5).map(
