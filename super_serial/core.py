@@ -342,7 +342,7 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
 
     skeleton = visit(element_spec, ())
     keys = [k for f in features for k in f.keys]
-    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    duplicates = sorted(k for k, n in collections.Counter(keys).items() if n > 1)
     if duplicates:
         raise SchemaError(
             f"feature '{duplicates[0]}': two parts of the element structure map to the same "
@@ -2973,8 +2973,8 @@ def load(
     Raises:
       HeaderError: The header is missing or invalid, or lists none of the record files named
         for `tfrecord_path` while one is there (a pair copied under another name).
-      CorruptDataError: A record file is missing, its size differs from the header's, or
-        it is too small for the records and shapes the header gives.
+      CorruptDataError: A record file is missing or cannot be read, its size differs from
+        the header's, or it is too small for the records and shapes the header gives.
       ValueError: An option has an invalid value, or one that would do nothing (`seed`
         without `shuffle_files`, `drop_remainder` without `batch_size`), or a path is not
         UTF-8.
@@ -3130,6 +3130,9 @@ def _check_files(header: _Header, paths: list, header_path: str):
         except tf.errors.NotFoundError:
             raise CorruptDataError(f"{path}: record file not found (listed in {header_path})"
                                    ) from None
+        except tf.errors.OpError as e:  # permission denied, say
+            raise CorruptDataError(f"{path}: cannot read record file (listed in {header_path}): "
+                                   f"{_tf_message(e)}") from None
         if shard.num_bytes is not None and size != shard.num_bytes:
             _check_not_a_folder(path, f" (listed in {header_path})")  # stat gives it a size
             raise CorruptDataError(
@@ -3825,7 +3828,7 @@ def _bitcast(values, f: _Feature):
     return values if f.dtype.raw_as == f.dtype.tf_dtype else tf.bitcast(values, f.dtype.tf_dtype)
 
 
-def verify(tfrecord_path, header_path=None, progress: bool = False) -> dict:
+def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     """Reads every record and checks it against the header.
 
     Checks TFRecord checksums, file sizes and record counts, and that every feature of every

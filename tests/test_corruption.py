@@ -251,6 +251,30 @@ def test_verify_message_is_one_clean_line(saved, name):
     assert "\\'" not in message, f"escaped quotes in {message!r}"
 
 
+def test_a_record_file_that_cannot_be_read_is_named(saved, monkeypatch):
+    """Only a missing file was named by super_serial; others (permission denied, say: tests
+    run as root, so the error is made here) came as TensorFlow's own error types."""
+    tfrecord_path, header_path = saved
+    stat = tf.io.gfile.stat
+
+    def denied(path):
+        if path == tfrecord_path:
+            raise tf.errors.PermissionDeniedError(None, None, f"{path}; Permission denied")
+        return stat(path)
+
+    monkeypatch.setattr(tf.io.gfile, "stat", denied)
+    for call in (load, verify):
+        with pytest.raises(CorruptDataError, match=re.escape(
+                f"{tfrecord_path}: cannot read record file (listed in {header_path}): ")):
+            call(tfrecord_path, header_path)
+
+
+def test_verify_takes_progress_by_name_only(saved):
+    """As every option of save and load: verify(path, header, True) read as progress."""
+    with pytest.raises(TypeError):
+        verify(*saved, True)  # noqa: FBT003 - the call refused
+
+
 def test_verify_reads_a_block_at_a_time(paths, monkeypatch):
     """verify read batches of at least 256 records whatever their size: for records of 500 kB,
     in blocks of 8, 128 MB at once where load parses 4 MB."""
