@@ -626,12 +626,13 @@ def _run_demo(folder: str, keep: bool) -> int:
     loaded = super_serial.load(path)
     _count_elements(loaded)
     load_seconds = time.perf_counter() - start
-    problem = _difference(dataset, loaded)
+    names = list(header["features"])  # in `tf.nest.flatten` order
+    problem = _difference(dataset, loaded, names)
     print(f"\nLoaded back with super_serial.load({path!r}):")
     specs = tf.nest.flatten(loaded.element_spec)
-    width = max(_width(name) for name in _leaf_names(loaded.element_spec))
+    width = max(_width(name) for name in names)
     print("  element_spec:")
-    for name, spec in zip(_leaf_names(loaded.element_spec), specs):
+    for name, spec in zip(names, specs):
         print(f"    {_pad(name, width)}  {spec}")
     if problem:
         print(f"  identical: NO ({problem})")
@@ -708,8 +709,9 @@ def _time_tf_data(dataset) -> tuple[tuple[float, float], int]:
     return (save_seconds, load_seconds), size
 
 
-def _difference(expected, actual) -> str | None:
-    """The first difference between two datasets (spec, count, or bit-exact values), or None."""
+def _difference(expected, actual, names: list) -> str | None:
+    """The first difference between two datasets (spec, count, or bit-exact values), or None;
+    `names` are the features' names, in `tf.nest.flatten` order."""
     import tensorflow as tf
 
     if expected.element_spec != actual.element_spec:
@@ -719,7 +721,7 @@ def _difference(expected, actual) -> str | None:
     for index, (a, b) in enumerate(pairs):
         if a is missing or b is missing:
             return f"{'more' if a is missing else 'fewer'} elements than saved ({index} match)"
-        for name, x, y in zip(_leaf_names(a), tf.nest.flatten(a), tf.nest.flatten(b)):
+        for name, x, y in zip(names, tf.nest.flatten(a), tf.nest.flatten(b)):
             if not _bit_identical(x, y):
                 return f"element {index}, feature '{name}' differs"
     return None
@@ -740,12 +742,3 @@ def _bit_identical(x, y) -> bool:
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
     return a.tolist() == b.tolist() if a.dtype == object else a.tobytes() == b.tobytes()
-
-
-def _leaf_names(element, prefix: str = "") -> list[str]:
-    """Feature names of an element's leaves, in `tf.nest.flatten` order ("objects/bbox")."""
-    if isinstance(element, dict):
-        return [n for key in sorted(element) for n in _leaf_names(element[key], f"{prefix}{key}/")]
-    if isinstance(element, tuple):
-        return [n for i, item in enumerate(element) for n in _leaf_names(item, f"{prefix}{i}/")]
-    return [prefix.rstrip("/") or "tensor"]

@@ -118,6 +118,25 @@ def test_demo_round_trips_and_compares_with_tf_data(tmp_path):
     assert out.rstrip().endswith(f"try: super-serial head {quoted} -n 2")
 
 
+def test_demo_names_the_feature_that_differs():
+    """The demo's check of the round trip (its own feature names from the header now, where
+    they were worked out again from the element)."""
+    import tensorflow as tf
+
+    def element(label):
+        score = tf.stack([tf.cast(label, tf.float64), tf.constant(0.5, tf.float64)])
+        return {"objects": {"bbox": tf.zeros([2, 4]), "score": score},
+                "label": tf.constant(1, tf.int64)}
+
+    saved = tf.data.Dataset.range(4).map(lambda i: element(0.25))
+    changed = tf.data.Dataset.range(4).map(
+        lambda i: element(tf.where(i == 2, 0.75, 0.25)))
+    names = ["label", "objects/bbox", "objects/score"]
+    assert cli._difference(saved, saved, names) is None
+    assert cli._difference(saved, changed, names) == "element 2, feature 'objects/score' differs"
+    assert cli._difference(saved, changed.take(3), names) == "fewer elements than saved (3 match)"
+
+
 # ---- inspect ------------------------------------------------------------------------------
 
 
