@@ -134,7 +134,7 @@ def test_demo_names_the_feature_that_differs():
     names = ["label", "objects/bbox", "objects/score"]
     assert cli._difference(saved, saved, names) is None
     assert cli._difference(saved, changed, names) == "element 2, feature 'objects/score' differs"
-    assert cli._difference(saved, changed.take(3), names) == "fewer elements than saved (3 match)"
+    assert cli._difference(saved, saved.take(3), names) == "fewer elements than saved (3 match)"
 
 
 # ---- inspect ------------------------------------------------------------------------------
