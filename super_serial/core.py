@@ -461,7 +461,8 @@ _YAML_LOADER = _yaml_loader()
 
 def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     if not tf.io.gfile.exists(header_path):
-        raise HeaderError(f"{header_path}: header file not found{_interrupted(header_path)}")
+        raise HeaderError(f"{header_path}: header file not found"
+                          f"{_misnamed(tfrecord_path) or _interrupted(header_path)}")
     try:
         with tf.io.gfile.GFile(header_path, "rb") as f:
             text = f.read(_MAX_HEADER_BYTES + 1)
@@ -489,6 +490,23 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         raise HeaderError(f"{header_path}: not a valid header: {e}") from None
     base = _basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
+
+
+def _misnamed(tfrecord_path: str | None) -> str:
+    """Where `tfrecord_path` names a header, or one shard of a save, rather than the records'
+    path that `load` and `verify` take: says which path that is."""
+    if tfrecord_path is None:
+        return ""
+    meant = []
+    if tfrecord_path.endswith(HEADER_SUFFIX):
+        meant.append((tfrecord_path[:-len(HEADER_SUFFIX)], "a header"))
+    shard = re.fullmatch(r"(.+)-\d{5}-of-\d{5}", tfrecord_path)
+    if shard:
+        meant.append((shard[1], "one shard of a save"))
+    for path, what in meant:
+        if tf.io.gfile.exists(default_header_path(path)):
+            return f"; {tfrecord_path} is {what}: give the records' path, {path}"
+    return ""
 
 
 def _interrupted(header_path: str) -> str:

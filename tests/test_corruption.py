@@ -519,6 +519,24 @@ def test_default_header_missing(paths):
         load(tfrecord_path)
 
 
+def test_a_header_or_a_shard_given_for_the_records_is_named_so(tmp_path):
+    """load("data.tfrecord.header.yaml") looked for "data.tfrecord.header.yaml.header.yaml"
+    and said only that it was not found; the same for one shard's name."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(dataset(5), tfrecord_path, num_shards=2)
+    for given, what in ((tfrecord_path + ".header.yaml", "a header"),
+                        (tfrecord_path + "-00001-of-00002", "one shard of a save")):
+        for call in (load, verify):
+            with pytest.raises(HeaderError, match=re.escape(
+                    f"{given}.header.yaml: header file not found; {given} is {what}: give the "
+                    f"records' path, {tfrecord_path}")):
+                call(given)
+    other = str(tmp_path / "other.tfrecord-00001-of-00002")  # no such save: nothing more said
+    with pytest.raises(HeaderError, match=re.escape(f"{other}.header.yaml: header file not "
+                                                    "found") + "$"):
+        load(other)
+
+
 @pytest.mark.parametrize("num_shards", [None, 2])
 def test_a_copied_pair_does_not_read_the_original_records(tmp_path, num_shards):
     """The header names its files and the path gives their folder: a copy of a pair loaded the
