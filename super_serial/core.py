@@ -330,8 +330,15 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
                     raise SchemaError(f"{where}: dict key {key!r} cannot be written as UTF-8 "
                                       "(it holds a lone surrogate)")
             # Keys as plain strs: a subclass (numpy.str_ from np.array(names), a str Enum) is
-            # no type YAML's safe dumper writes, and load gives plain strs back
+            # no type YAML's safe dumper writes, and load gives plain strs back. Unless that
+            # changes the element: keys that differ but read alike, or sort (as tf.nest
+            # flattens them) otherwise than their text, would have their values mixed up.
             plain = {str.__str__(k): spec[k] for k in spec}
+            if len(plain) != len(spec) or sorted(plain) != [str.__str__(k) for k in sorted(spec)]:
+                raise SchemaError(f"{where}: its dict keys are of a str subclass "
+                                  f"({type(next(k for k in spec if type(k) is not str)).__name__}"
+                                  ") that compares or sorts otherwise than their text; use "
+                                  "plain str keys")
             return {k: visit(plain[k], path + (k,)) for k in sorted(plain)}
         if isinstance(spec, tuple) and not hasattr(spec, "_fields"):
             if not spec:

@@ -1171,6 +1171,43 @@ def test_dict_keys_of_a_str_subclass_are_saved_as_the_strs_they_are(paths, keys)
     assert_same_elements(dataset, super_serial.load(*paths))
 
 
+class _DefinedOrder(str, enum.Enum):
+    """Sorted by definition, a common recipe: tf.nest flattens dicts in this order."""
+
+    ZETA = "zeta"
+    ALPHA = "alpha"
+
+    def __lt__(self, other):
+        return list(type(self)).index(self) < list(type(self)).index(other)
+
+
+class _ByIdentity(str):
+    """Two of the same text are two keys."""
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+
+@pytest.mark.parametrize("keys", [
+    lambda: [_DefinedOrder.ZETA, _DefinedOrder.ALPHA],  # saved as text, the values swapped
+    lambda: [_ByIdentity("a"), _ByIdentity("a")],  # saved as text, one of them lost
+    lambda: [_ByIdentity("a"), "a"],
+], ids=["own_order", "same_text", "same_text_as_a_str"])
+def test_dict_keys_of_a_str_subclass_that_are_not_their_text_are_refused(tmp_path, paths,
+                                                                         keys):
+    first, second = keys()
+    dataset = tf.data.Dataset.from_tensor_slices({first: [1, 2], second: [10.0, 20.0]})
+    with pytest.raises(SchemaError, match="^the element: its dict keys are of a str subclass "
+                                          r"\(_\w+\) that compares or sorts otherwise"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
 def test_non_str_dict_keys(tmp_path, paths):
     dataset = tf.data.Dataset.from_tensor_slices({"outer": {1: [1, 2], 2: [3, 4]}})
     with pytest.raises(SchemaError, match="feature 'outer'.*dict key 1"):
