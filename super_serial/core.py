@@ -1627,22 +1627,23 @@ def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | Non
         return None
     message = str(error.message)
 
-    def dims(text: str) -> list:  # TensorFlow's "[?,2]"
-        return [None if d == "?" else int(d) for d in text[1:-1].split(",") if d]
-
-    def shape(text: str) -> str:  # as save's messages write shapes
-        return str(dims(text))
+    def shape(text: str) -> str:  # TensorFlow's "[?,2]" as save's messages write shapes
+        return str([None if d == "?" else int(d) for d in text[1:-1].split(",") if d])
 
     def spec(feature: _Feature) -> str:
         return f"its element_spec gives {list(feature.shape)}"
 
     def one_of(listed: list) -> str:
-        return (f"feature {_short(listed[0].name)}" if len(listed) == 1 else
-                "one of the features " + ", ".join(_short(f.name) for f in listed))
+        if len(listed) == 1:
+            return f"feature {_short(listed[0].name)}"
+        names = ", ".join(_short(f.name) for f in listed[:8])
+        more = f" and {len(listed) - 8} more" if len(listed) > 8 else ""
+        return f"one of the features {names}{more}"
 
     hint = ("(a set_shape or ensure_shape after a numpy_function or py_function that does not "
             "hold?)")
-    batch = _WRONG_SHAPE[0].search(message) or _WRONG_SHAPE[3].search(message)
+    batch = _WRONG_SHAPE[0].search(message) or (
+        None if reads.windowed else _WRONG_SHAPE[3].search(message))  # windows: each its 0th
     if batch:
         owners = reads.owners()  # only here: the other messages need no component's owner
         if int(batch[1]) < len(owners):
@@ -1658,16 +1659,16 @@ def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | Non
             return None
         return (f"{one_of(listed)}: an element came as shape {shape(row[1])}, where its "
                 f"element_spec gives {shape(row[2])} {hint}")
-    added = _WRONG_SHAPE[4].search(message)
-    if added:  # a feature of fixed shape, likely one of the first element's rank
-        first, other = shape(added[2]), shape(added[1])
-        fixed = [f for f in features if f.kind == "fixed"]
-        listed = [f for f in fixed if len(f.shape) == len(dims(added[2]))] or fixed
+    added = _WRONG_SHAPE[4].search(message) or _WRONG_SHAPE[3].search(message)
+    if added:  # no component named (or in a window of one): any feature of fixed shape
+        first, other = ((added[2], added[1]) if added.re is _WRONG_SHAPE[4] else
+                        (added[2], added[3]))
+        listed = [f for f in features if f.kind == "fixed"]
         if not listed:
             return None
         given = f": {spec(listed[0])}" if len(listed) == 1 else ""
-        return (f"{one_of(listed)}: its elements came as shapes {first} and {other}{given} "
-                f"{hint}")
+        return (f"{one_of(listed)}: its elements came as shapes {shape(first)} and "
+                f"{shape(other)}{given} {hint}")
     mapped = _WRONG_SHAPE[2].search(message)
     named = {_op_name(i, f.name): f for i, f in enumerate(features) if f.dense_unknown}
     if mapped and mapped[1] in named:
@@ -1911,6 +1912,7 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     """
     specs = tf.nest.flatten(dataset.element_spec)
     rows_apart = _ragged_may_come_as_rows(dataset)
+    windowed = False
     if (_sparse_batches(features) and not small_reads and not rows_apart
             and not _costly_elements(dataset)):  # elements_per_batch: sized like small reads
         if len(specs) == 1:  # the dataset's only component
@@ -1920,7 +1922,7 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
             function, structure = _window_batching(
                 tuple(tf.nest.flatten(windows.element_spec)), tuple(specs), tuple(features),
                 batch_records)
-            batched, unpack = _flat_map(windows, function, structure), list
+            batched, unpack, windowed = _flat_map(windows, function, structure), list, True
     elif rows_apart or any(f.dense_unknown for f in features):
         function, structure = _flattening(tuple(specs), tuple(features), rows_apart)
         mapped = _map_inline(dataset, function, structure)
@@ -1934,7 +1936,7 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
         batched = _prefetched(batched, dataset, small_reads)
     if not _applies_functions(dataset):  # the functions above need none of them
         batched = batched.with_options(_OWN_PIPELINE)
-    return _Reads(batched, unpack)
+    return _Reads(batched, unpack, windowed)
 
 
 def _prefetched(batched, dataset, small_reads: bool) -> tf.data.Dataset:
@@ -1971,8 +1973,9 @@ class _Reads:
     as they are). `finish` makes a list of parts (or several concatenated) the components.
     """
 
-    def __init__(self, batched: tf.data.Dataset, unpack):
+    def __init__(self, batched: tf.data.Dataset, unpack, windowed: bool = False):
         self.batched, self.unpack = batched, unpack
+        self.windowed = windowed  # each component batched by itself (`_window_batching`)
         self.structure = batched.element_spec
         self.specs = tf.nest.flatten(self.structure)
 

@@ -1053,10 +1053,15 @@ def test_elements_that_do_not_fit_their_spec_are_refused(tmp_path, paths, declar
 
 
 @pytest.mark.parametrize("source, other, named", [
-    ("map", False, "feature 'clip'"),
-    ("map", True, "one of the features 'clip', 'other'"),  # TensorFlow names no component
-    ("sized map", False, "feature 'clip'"),
-    ("sized map", True, "feature 'clip'"),  # here it does
+    # TensorFlow's error names no component: any feature of fixed shape may be the one
+    ("map", False, "one of the features 'label', 'wave'"),
+    ("map", True, "one of the features 'label', 'other', 'wave'"),
+    ("sized map", False, "feature 'wave'"),  # here it does
+    ("sized map", True, "feature 'wave'"),
+    # read in windows (beside a list, from a cache), each component batched by itself:
+    # the component it names is always the first (here 'label')
+    ("cached, beside a list", False, "one of the features 'label', 'wave'"),
+    ("cached, beside a list", True, "one of the features 'label', 'other', 'wave'"),
 ])
 def test_elements_of_varying_shape_against_a_fixed_spec_are_refused(tmp_path, paths, source,
                                                                     other, named):
@@ -1065,11 +1070,16 @@ def test_elements_of_varying_shape_against_a_fixed_spec_are_refused(tmp_path, pa
     def element(i):
         x = tf.numpy_function(lambda i: np.zeros([i], np.float32), [i], tf.float32)
         x.set_shape([2])
-        return {"clip": x, "label": i, **({"other": tf.zeros([3])} if other else {})}
+        extra = {"other": tf.zeros([3])} if other else {}
+        if source == "cached, beside a list":
+            extra["list"] = tf.range(i)
+        return {"wave": x, "label": i, **extra}
 
     dataset = tf.data.Dataset.range(4).map(element)
     if source == "sized map":
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(4))
+    if source == "cached, beside a list":
+        dataset = dataset.cache()
     with pytest.raises(SchemaError, match=re.escape(
             f"{paths[0]}: nothing was saved: {named}: its elements came as shapes [0] and [1]")):
         super_serial.save(dataset, *paths)
