@@ -299,7 +299,7 @@ def _inspect_text(info: dict) -> str:
                  "per block")
     else:  # the original module's header has neither: those are load's defaults
         files = (f"1 file; no layout or block size in this header (load reads it in blocks "
-                 f"of {info['block_records']:,})")
+                 f"of at most {info['block_records']:,})")
     lines = [
         f"{info['path']}  (header {info['header_path']})",
         f"format {info['format']} version {version}; "

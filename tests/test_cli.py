@@ -538,5 +538,5 @@ def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys)
     out = capsys.readouterr().out
     assert "version 0 (original super_serial module)" in out
     assert ("\n1 file; no layout or block size in this header (load reads it in blocks of "
-            "256)\n") in out
+            "at most 256)\n") in out
     assert "layout sequential" not in out and "per block" not in out

@@ -356,6 +356,25 @@ def test_legacy_blocks_are_sized_by_their_records(saved, shape, block):
     assert read_header(header_path)["block_records"] == block
 
 
+def test_legacy_blocks_of_strings_are_sized_by_the_records_read(tmp_path):
+    """The header's shapes give a string no size: its blocks were 256 records whatever the
+    strings held (encoded images of 1 MB: 256 MB parsed at once). Counting the records, which
+    load does for such a file, gives their size too."""
+    tfrecord_path, header_path = str(tmp_path / "old.tfrecord"), str(tmp_path / "old.header")
+    with tf.io.TFRecordWriter(tfrecord_path) as writer:
+        for _ in range(50):
+            feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[bytes(100_000)]))
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature={"jpeg": feature})).SerializeToString())
+    write(header_path, {"jpeg": {"shape": [], "dtype": tf.string.as_datatype_enum}})
+    header = core._read_header(header_path, tfrecord_path)
+    assert header.block_records == 256  # all the shapes tell
+    counted = core._count_records(header, tfrecord_path)
+    assert counted.num_records == 50
+    assert counted.block_records == 41  # 4 MiB of records of about 100 kB
+    assert [len(e["jpeg"].numpy()) for e in load(tfrecord_path, header_path)] == [100_000] * 50
+
+
 def test_legacy_features_past_what_a_record_holds(saved):
     tfrecord_path, header_path, _ = saved
     write(header_path, {name: {"shape": [2**28], "dtype": tf.float32.as_datatype_enum}
