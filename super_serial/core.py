@@ -469,7 +469,7 @@ _YAML_LOADER = _yaml_loader()
 def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     if not tf.io.gfile.exists(header_path):
         raise HeaderError(f"{header_path}: header file not found"
-                          f"{_misnamed(tfrecord_path) or _interrupted(header_path)}")
+                          f"{_misnamed(tfrecord_path, header_path) or _interrupted(header_path)}")
     try:
         with tf.io.gfile.GFile(header_path, "rb") as f:
             text = f.read(_MAX_HEADER_BYTES + 1)
@@ -499,10 +499,12 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     return _HeaderParser(header_path).parse(raw, base)
 
 
-def _misnamed(tfrecord_path: str | None) -> str:
+def _misnamed(tfrecord_path: str | None, header_path: str) -> str:
     """Where `tfrecord_path` names a header, or one shard of a save, rather than the records'
-    path that `load` and `verify` take: says which path that is."""
-    if tfrecord_path is None:
+    path that `load` and `verify` take (and the header was to be found beside it): says which
+    path that is."""
+    if tfrecord_path is None or not _same_place(header_path, default_header_path(
+            tfrecord_path)) or not tf.io.gfile.exists(tfrecord_path):
         return ""
     meant = []
     if tfrecord_path.endswith(HEADER_SUFFIX):
@@ -2735,7 +2737,8 @@ def _write_header(path: str, header: _Header, header_path: str):
     if len(text) > _MAX_HEADER_BYTES:
         raise SchemaError(f"{header_path}: nothing was written: the header would take "
                           f"{len(text):,} bytes, more than the {_MAX_HEADER_BYTES:,} load reads "
-                          f"(it lists {len(header.shards):,} record files): write fewer")
+                          f"(its {len(header.features):,} features and "
+                          f"{len(header.shards):,} record files)")
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(text)
 

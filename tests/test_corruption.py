@@ -531,10 +531,12 @@ def test_a_header_or_a_shard_given_for_the_records_is_named_so(tmp_path):
                     f"{given}.header.yaml: header file not found; {given} is {what}: give the "
                     f"records' path, {tfrecord_path}")):
                 call(given)
-    other = str(tmp_path / "other.tfrecord-00001-of-00002")  # no such save: nothing more said
-    with pytest.raises(HeaderError, match=re.escape(f"{other}.header.yaml: header file not "
-                                                    "found") + "$"):
-        load(other)
+    # nothing more said of no such file, nor where another header was given
+    for given, header_path in ((tfrecord_path + "-00000-of-00001", None),
+                               (tfrecord_path + "-00001-of-00002", str(tmp_path / "typo.yaml"))):
+        with pytest.raises(HeaderError, match=re.escape(
+                f"{header_path or given + '.header.yaml'}: header file not found") + "$"):
+            load(given, header_path)
 
 
 @pytest.mark.parametrize("num_shards", [None, 2])

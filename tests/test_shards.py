@@ -555,7 +555,7 @@ def test_a_header_past_its_limit_is_not_written(tmp_path, paths, monkeypatch):
     monkeypatch.setattr(core, "_MAX_HEADER_BYTES", Path(header_path).stat().st_size + 100)
     with pytest.raises(SchemaError, match=re.escape(
             f"{header_path}: nothing was written: the header would take ") + r"[\d,]+ bytes, "
-            r"more than the [\d,]+ load reads \(it lists 12 record files\)"):
+            r"more than the [\d,]+ load reads \(its 3 features and 12 record files\)"):
         save(full, tfrecord_path, header_path, num_shards=12)
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # the earlier save, as it was
     assert_same_elements(full, load(tfrecord_path, header_path))
