@@ -76,6 +76,10 @@ _READ_RECORDS = 256  # elements read at a time where strings make their size a g
 # in reads of 256, 34,000 in reads of 32); 50,000 short strings from a tf.data map: 1,286 ms
 # in reads of 256, 1,278 of 32, 1,393 of 16 (tf.data 1,458).
 _READ_COSTLY = 32
+# Elements a batch where strings sit beside a component of unknown shape (`_read_records`):
+# 3,000 cached images of 150 kB and their boxes saved in 1.47 against 3.54 s in batches of
+# 3,000, and an id beside a token list in 282 against 310 ms for 20,000
+_BESIDE_STRINGS = 1024
 _OVERSIZED_BATCH_BYTES = 4 * _TARGET_BATCH_BYTES  # a batch this large gets a warning
 _READ_AHEAD_BYTES = 4 * _TARGET_BATCH_BYTES  # what tf.data may read ahead of small reads
 # Reads that come to this much are encoded one by one, not merged (`_Merger`): merging
@@ -1560,8 +1564,8 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
     # elements are read in small batches (`_read_records`), merged into batches of about
     # _TARGET_BATCH_BYTES by the bytes encoded so far (`_Merger`).
     # elements_per_batch reads and encodes exactly that many.
-    max_records = elements_per_batch or batch_records
-    read_records = elements_per_batch or _read_records(features, batch_records, dataset)
+    read_records, max_records = ((elements_per_batch,) * 2 if elements_per_batch else
+                                 _read_records(features, batch_records, dataset))
     batches = _Merger(_batches_for_encoding(dataset, features, read_records,
                                             small_reads=read_records < max_records),
                       read_records, max_records)
@@ -1808,28 +1812,31 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
     return block, batch
 
 
-def _read_records(features: list, batch_records: int, dataset) -> int:
-    """Elements `save` reads at a time: `batch_records`, sized from the element spec, unless
-    that size is a guess, and then at most `_READ_COSTLY` or `_READ_RECORDS`, merged into
-    batches afterwards (`_Merger`): where shapes are unknown (`_GUESSED_DIM` values an unknown dim)
-    or strings (`_GUESSED_STRING_BYTES` a string) make it a guess and the pipeline calls a
-    function for each element anyway (`_costly_elements`: a generator of audio clips, a map
-    reading image files), or where a component holds a known number of strings (an encoded
-    image, an id), whatever else the element holds: a cached detection dataset of 150 kB
-    images and boxes of unknown number made batches of 8,192 images, 1.2 GB.
+def _read_records(features: list, batch_records: int, dataset) -> tuple[int, int]:
+    """Elements `save` reads at a time, and at most in a batch: `batch_records`, sized from
+    the element spec, unless that size is a guess. Then reads of at most `_READ_COSTLY` or
+    `_READ_RECORDS`, merged into batches afterwards (`_Merger`): where shapes are unknown
+    (`_GUESSED_DIM` values an unknown dim) or strings (`_GUESSED_STRING_BYTES` a string) make
+    it a guess and the pipeline calls a function for each element anyway (`_costly_elements`:
+    a generator of audio clips, a map reading image files), or where strings are the only
+    guess.
 
     Other unknown shapes of a cheap pipeline (arrays in memory, a cache) are read as the
     spec sizes them: a small read costs 0.1 to 0.3 ms, as much as 30 small elements take to
-    read there, and their memory is held already. Lists of strings of unknown length among
-    them (`[None]`) too: 2,500 lists of about 50 words saved in 1.5 times the time in small
-    reads, which do not go through `sparse_batch`."""
+    read there, and their memory is held already; and such reads do not go through
+    `sparse_batch` or windows (`_batches_for_encoding`), which made saves of an id and a
+    token list 1.3 times slower. But beside a component of a known number of strings (an
+    encoded image, an id), at most `_BESIDE_STRINGS` a batch: a cached detection dataset of
+    150 kB images and their boxes made batches of 8,192 images, 1.2 GB."""
     strings = any(f.dtype.name == "string" for f in features)
     fixed = all(f.kind == "fixed" for f in features)
     if (strings or not fixed) and _costly_elements(dataset):
-        return min(batch_records, _READ_COSTLY)
+        return min(batch_records, _READ_COSTLY), batch_records
+    if strings and fixed:
+        return min(batch_records, _READ_RECORDS), batch_records
     if any(f.dtype.name == "string" and f.kind == "fixed" for f in features):
-        return min(batch_records, _READ_RECORDS)
-    return batch_records
+        return (min(batch_records, _BESIDE_STRINGS),) * 2
+    return batch_records, batch_records
 
 
 class _Merger:

@@ -1685,10 +1685,10 @@ def _strings_generator(count: int, length: int) -> tf.data.Dataset:
     (lambda: _strings_generator(12, 10), [3, 3, 3, 3]),  # a generator: _READ_COSTLY
     (lambda: tf.data.Dataset.range(12).map(  # a map (reading image files, say): the same
         lambda i: {"blob": tf.strings.as_string(i), "label": i}), [3, 3, 3, 3]),
-    # beside a component of unknown shape (images and their boxes): as in memory, where the
-    # spec's size made one batch of all of them (of up to 8,192 images)
+    # beside a component of unknown shape (images and their boxes): at most _BESIDE_STRINGS
+    # a batch, where the spec's size made one batch of all of them (of up to 8,192 images)
     (lambda: _strings_generator(12, 10).map(
-        lambda e: {**e, "boxes": tf.zeros([e["label"] % 3, 4])}).cache(), [5, 5, 2]),
+        lambda e: {**e, "boxes": tf.zeros([e["label"] % 3, 4])}).cache(), [4, 4, 4]),
     # lists of strings of unknown length, without such a string: read as the spec sizes them
     (lambda: tf.data.Dataset.from_generator(
         lambda: ([b"w"] * (i % 3) for i in range(12)),
@@ -1702,6 +1702,7 @@ def test_strings_made_by_a_function_for_each_are_read_fewer_at_a_time(
     strings copy less at once. (Reads scaled down, and each a batch by itself.)"""
     monkeypatch.setattr(super_serial.core, "_READ_RECORDS", 5)
     monkeypatch.setattr(super_serial.core, "_READ_COSTLY", 3)
+    monkeypatch.setattr(super_serial.core, "_BESIDE_STRINGS", 4)
     monkeypatch.setattr(super_serial.core, "_MERGE_READ_BYTES", 1)
     batches = _batches_saved(make(), tmp_path, monkeypatch)
     assert [rows for rows, _ in batches] == expected_rows
