@@ -293,6 +293,27 @@ def test_verify_reads_a_block_at_a_time(paths, monkeypatch):
     assert asked == [8]
 
 
+def test_verify_reads_small_records_many_at_a_time(paths, monkeypatch):
+    """Where the spec's guess makes small blocks (3 records of three unknown dims a block,
+    dealt to two shards), records that turn out small are read about 4 MiB at a time, not a
+    block at a time: 3.5 times the time for 20,000 records of 63 bytes."""
+    tfrecord_path, header_path = paths
+    one = lambda i: i // 100 + 1  # noqa: E731 - 1, but not known to be
+    dataset = tf.data.Dataset.range(100).map(lambda i: tf.zeros(tf.stack([one(i), one(i), i % 3])))
+    assert dataset.element_spec.shape.as_list() == [None, None, None]
+    header = save(dataset, tfrecord_path, header_path, num_shards=2)
+    assert header["block_records"] == 3
+    asked, real = [], core._load
+
+    def spy(*args, **options):
+        asked.append(options["batch_size"])
+        return real(*args, **options)
+
+    monkeypatch.setattr(core, "_load", spy)
+    assert verify(tfrecord_path, header_path)["num_records"] == 100
+    assert asked == [1024]
+
+
 def edit_examples(tfrecord_path, header_path, edits: dict):
     """Rewrites a one-file dataset with {record index: key: new Int64List values} applied, and
     its header's byte count to match (protobuf's own serialization may differ in size)."""
