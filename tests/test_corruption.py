@@ -282,15 +282,7 @@ def test_verify_reads_a_block_at_a_time(paths, monkeypatch):
     dataset = tf.data.Dataset.range(40).map(lambda i: tf.fill([125_000], tf.cast(i, tf.float32)))
     header = save(dataset, tfrecord_path, header_path)
     assert header["block_records"] == 8
-    asked, real = [], core._load
-
-    def spy(*args, **options):
-        asked.append(options["batch_size"])
-        return real(*args, **options)
-
-    monkeypatch.setattr(core, "_load", spy)
-    assert verify(tfrecord_path, header_path)["num_records"] == 40
-    assert asked == [8]
+    assert verified_in_batches_of(tfrecord_path, header_path, monkeypatch) == (40, [8])
 
 
 def test_verify_reads_small_records_many_at_a_time(paths, monkeypatch):
@@ -303,6 +295,11 @@ def test_verify_reads_small_records_many_at_a_time(paths, monkeypatch):
     assert dataset.element_spec.shape.as_list() == [None, None, None]
     header = save(dataset, tfrecord_path, header_path, num_shards=2)
     assert header["block_records"] == 3
+    assert verified_in_batches_of(tfrecord_path, header_path, monkeypatch) == (100, [1024])
+
+
+def verified_in_batches_of(tfrecord_path, header_path, monkeypatch) -> tuple:
+    """verify's record count, and the batch sizes it asked load's pipeline for."""
     asked, real = [], core._load
 
     def spy(*args, **options):
@@ -310,8 +307,7 @@ def test_verify_reads_small_records_many_at_a_time(paths, monkeypatch):
         return real(*args, **options)
 
     monkeypatch.setattr(core, "_load", spy)
-    assert verify(tfrecord_path, header_path)["num_records"] == 100
-    assert asked == [1024]
+    return verify(tfrecord_path, header_path)["num_records"], asked
 
 
 def edit_examples(tfrecord_path, header_path, edits: dict):
