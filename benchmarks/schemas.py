@@ -77,6 +77,11 @@ def schemas(n: int) -> dict:
         "int64 [None] (about 500 token ids)": (
             varying([None], lambda i: (i * 7919 % 1000 + 1,), tf.int64, tokens).take(n // 8),
             True),
+        # the same lists beside a string id: read in windows, a batch for each component
+        '{"id": string, "tokens": int64 [None]}': (
+            varying([None], lambda i: (i * 7919 % 1000 + 1,), tf.int64, tokens).take(n // 8)
+            .enumerate().map(lambda i, t: {"id": tf.strings.as_string(i), "tokens": t}),
+            True),
         "int64 [128] (token ids)": (tf.data.Dataset.from_tensor_slices(
             rng.integers(0, 30_000, (n // 8, 128))), False),
         "string [None] (about 50 words)": (
