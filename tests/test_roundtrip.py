@@ -847,9 +847,9 @@ def test_save_turns_graph_rewrites_and_autotuning_off_only_without_functions(sou
     read = []
 
     class Reads(super_serial.core._Reads):
-        def __init__(self, batched, unpack):
+        def __init__(self, batched, *args):
             read.append(batched.options())
-            super().__init__(batched, unpack)
+            super().__init__(batched, *args)
 
     monkeypatch.setattr(super_serial.core, "_Reads", Reads)
     super_serial.save(dataset, *paths)
