@@ -1823,11 +1823,12 @@ def _read_records(features: list, batch_records: int, dataset) -> tuple[int, int
 
     Other unknown shapes of a cheap pipeline (arrays in memory, a cache) are read as the
     spec sizes them: a small read costs 0.1 to 0.3 ms, as much as 30 small elements take to
-    read there, and their memory is held already; and such reads do not go through
-    `sparse_batch` or windows (`_batches_for_encoding`), which made saves of an id and a
-    token list 1.3 times slower. But beside a component of a known number of strings (an
-    encoded image, an id), at most `_BESIDE_STRINGS` a batch: a cached detection dataset of
-    150 kB images and their boxes made batches of 8,192 images, 1.2 GB."""
+    read there, and their memory is held already. Small reads would also leave out
+    `sparse_batch` and windows (`_batches_for_encoding`: sparse reads are not merged), and
+    reads of 256 made saves of an id beside a token list 1.3 times slower. Where a component
+    of a known number of strings (an encoded image, an id) sits beside them, batches take at
+    most `_BESIDE_STRINGS` elements instead of up to 8,192: a cached detection dataset of
+    150 kB images and their boxes made batches of 1.2 GB."""
     strings = any(f.dtype.name == "string" for f in features)
     fixed = all(f.kind == "fixed" for f in features)
     if (strings or not fixed) and _costly_elements(dataset):
