@@ -797,7 +797,7 @@ class _HeaderParser:
                               f"{least:,} bytes a record, more than a record can hold (2 GiB)")
         # No block size in this header: load parses about _TARGET_BLOCK_BYTES at once, and at
         # most 256 records (blocks of 256 made 3 GB of 12 MB images)
-        block = max(1, min(256, _TARGET_BLOCK_BYTES // max(least, 1)))
+        block = _records_per_block(least, 256)
         shard = _Shard(tfrecord_base or "", None, None)
         return _Header(tuple(features), {f.name: f.name for f in features}, None, (shard,),
                        None, block, "sequential", 0)
@@ -1793,6 +1793,11 @@ def _element_values(feature: _Feature) -> int:
     return math.prod(_GUESSED_DIM if d is None else d for d in feature.shape)
 
 
+def _records_per_block(record_bytes: int, most: int) -> int:
+    """Records of this size that make about `_TARGET_BLOCK_BYTES`: at least 1, at most `most`."""
+    return max(1, min(most, _TARGET_BLOCK_BYTES // max(record_bytes, 1)))
+
+
 def _block_and_batch_records(features: list, num_shards: int, cardinality: int
                              ) -> tuple[int, int]:
     """Records per block (parsed together on load) and elements per batch encoded on save.
@@ -1802,7 +1807,7 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
     left with none; shards then differ by at most a block.
     """
     size = sum(_element_bytes(f) for f in features)
-    block = max(1, min(1024, _TARGET_BLOCK_BYTES // size))
+    block = _records_per_block(size, 1024)
     if num_shards > 1 and cardinality > 0:
         block = max(1, min(block, cardinality // num_shards))
     if _sparse_batches(features):  # their indices: an int64 per dim and value, and the batch's
@@ -3121,7 +3126,7 @@ def _count_records(header: _Header, path: str) -> _Header:
     # Blocks of about _TARGET_BLOCK_BYTES by the records' real size, which the header's
     # shapes cannot tell for strings (encoded images of 1 MB: 256 MB parsed at once)
     average = payload // max(count, 1)
-    block = max(1, min(header.block_records, _TARGET_BLOCK_BYTES // max(average, 1)))
+    block = _records_per_block(average, header.block_records)
     return dataclasses.replace(header, num_records=count, shards=(shard,), block_records=block)
 
 
@@ -3908,7 +3913,7 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     batch = header.block_records
     if header.num_records and all(s.num_bytes is not None for s in header.shards):
         average = sum(s.num_bytes for s in header.shards) // header.num_records
-        batch = max(batch, min(1024, _TARGET_BLOCK_BYTES // max(average, 1)))
+        batch = max(batch, _records_per_block(average, 1024))
     dataset = _load(tfrecord_path, header_path, batch_size=batch,
                     check_ranges=True).with_options(_OWN_PIPELINE)
     # Bytes checked are estimated from records checked: records of a file are read in order.
