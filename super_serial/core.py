@@ -3910,15 +3910,14 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     # gives it, and at least a block: batches of at least 256 records read 128 MB at once
     # where a block was 8 records of 500 kB, and batches of a block read 3 records at a time
     # where the spec's guess made blocks of 3 records of 63 bytes (3.5 times the time)
+    total_bytes = sum(s.num_bytes for s in header.shards) if all(
+        s.num_bytes is not None for s in header.shards) else None
     batch = header.block_records
-    if header.num_records and all(s.num_bytes is not None for s in header.shards):
-        average = sum(s.num_bytes for s in header.shards) // header.num_records
-        batch = max(batch, _records_per_block(average, 1024))
+    if header.num_records and total_bytes is not None:
+        batch = max(batch, _records_per_block(total_bytes // header.num_records, 1024))
     dataset = _load(tfrecord_path, header_path, batch_size=batch,
                     check_ranges=True).with_options(_OWN_PIPELINE)
     # Bytes checked are estimated from records checked: records of a file are read in order.
-    total_bytes = sum(s.num_bytes for s in header.shards) if all(
-        s.num_bytes is not None for s in header.shards) else None
     meter = _Progress("verify", "records", header.num_records, enabled=progress)
     count = 0
     try:
