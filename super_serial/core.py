@@ -1296,6 +1296,8 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     left to `_encode_list` to flatten (or encode in TensorFlow); its splits and the shapes and
     row lengths beside them are NumPy arrays. Mirrors `_decode_feature`.
     """
+    if isinstance(leaf, tf.RaggedTensor) and feature.ragged:
+        _check_ragged(feature, leaf)
     if feature.kind == "fixed":
         if isinstance(leaf, tf.RaggedTensor):  # ragged rank 0, batched with a uniform dim
             leaf = leaf.flat_values
@@ -1330,6 +1332,28 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     inner = math.prod(feature.inner_shape)
     streams[feature.name] = (feature.encoding, leaf.flat_values, starts * inner)
     return streams
+
+
+def _check_ragged(feature: _Feature, leaf: tf.RaggedTensor):
+    """Raises `_WrongShape` where a batch of a ragged component does not have the shape its
+    spec gives: flat values of other inner dims, or a known dim of another size. tf.data's
+    batch of ragged tensors checks neither (a set_shape after a numpy_function that does not
+    hold), and the encoders take both from the spec: such a batch was written unreadable,
+    reshaped, or read past the end of its values."""
+    inner = feature.shape[feature.ragged_rank + 1:]
+    read = tuple(leaf.flat_values.shape[1:])
+    if read != inner:
+        raise _WrongShape(
+            f"feature {_short(feature.name)}: a batch of its elements read with flat values of "
+            f"shape {[None, *read]}, not {[None, *inner]}: {_spec_gives(feature)} {_SHAPE_HINT}")
+    for level, (known, splits) in enumerate(zip(feature.shape, leaf.nested_row_splits)):
+        if known is None:
+            continue
+        sizes = np.diff(splits.numpy())
+        if (sizes != known).any():
+            raise _WrongShape(
+                f"feature {_short(feature.name)}: an element came with dim {level} of size "
+                f"{int(sizes[sizes != known][0])}: {_spec_gives(feature)} {_SHAPE_HINT}")
 
 
 def _shapes(feature: _Feature, extents: np.ndarray) -> np.ndarray:
@@ -1595,7 +1619,7 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
     except BaseException as e:
         files.abort()
         try:
-            problem = _misshapen(e, features, batches.batches)
+            problem = _misshapen(e, features, batches.batches, dataset)
         except Exception:  # noqa: BLE001 - never hide the error itself behind one of ours
             problem = None
         if problem is None:
@@ -1626,18 +1650,36 @@ _WRONG_SHAPE = (
 )
 
 
-def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | None:
-    """What a TensorFlow error from reading the dataset says of an element that does not
-    have the shape its spec gives, naming the feature; None for any other error."""
+class _WrongShape(Exception):
+    """A batch read that does not have the shape its spec gives (`_check_ragged`); its
+    message names the feature."""
+
+
+_SHAPE_HINT = ("(a set_shape or ensure_shape after a numpy_function or py_function that does "
+               "not hold?)")
+
+
+def _spec_gives(feature: _Feature) -> str:
+    return f"its element_spec gives {list(feature.shape)}"
+
+
+def _misshapen(error: BaseException, features: list, reads: _Reads, dataset) -> str | None:
+    """What a TensorFlow error from reading the dataset (or `_check_ragged`) says of an
+    element that does not have the shape its spec gives, naming the feature; None for any
+    other error, and for errors of a batch that the dataset's own pipeline may have made
+    (`_batches_itself`)."""
+    if isinstance(error, _WrongShape):
+        return str(error)
     if not isinstance(error, tf.errors.InvalidArgumentError):
         return None
     message = str(error.message)
+    if any(_WRONG_SHAPE[i].search(message) for i in (1, 3, 4)) and _batches_itself(dataset):
+        return None
 
     def shape(text: str) -> str:  # TensorFlow's "[?,2]" as save's messages write shapes
         return str([None if d == "?" else int(d) for d in text[1:-1].split(",") if d])
 
-    def spec(feature: _Feature) -> str:
-        return f"its element_spec gives {list(feature.shape)}"
+    spec, hint = _spec_gives, _SHAPE_HINT
 
     def one_of(listed: list) -> str:
         if len(listed) == 1:
@@ -1646,18 +1688,18 @@ def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | Non
         more = f" and {len(listed) - 8} more" if len(listed) > 8 else ""
         return f"one of the features {names}{more}"
 
-    hint = ("(a set_shape or ensure_shape after a numpy_function or py_function that does not "
-            "hold?)")
     batch = _WRONG_SHAPE[0].search(message) or (
         None if reads.windowed else _WRONG_SHAPE[3].search(message))  # windows: each its 0th
     if batch:
         owners = reads.owners()  # only here: the other messages need no component's owner
-        if int(batch[1]) < len(owners):
-            feature = features[owners[int(batch[1])]]
-            read = (f"a batch of its elements read as shape {shape(batch[3])}, not "
-                    f"{shape(batch[2])}" if batch.re is _WRONG_SHAPE[0] else
-                    f"its elements came as shapes {shape(batch[2])} and {shape(batch[3])}")
-            return f"feature {_short(feature.name)}: {read}: {spec(feature)} {hint}"
+        index = int(batch[1])
+        feature = features[owners[index]] if index < len(owners) else None
+        if feature is None or feature.kind != "fixed" or feature.ragged:
+            return None  # save batches no such component by its shape: the pipeline's own batch
+        read = (f"a batch of its elements read as shape {shape(batch[3])}, not "
+                f"{shape(batch[2])}" if batch.re is _WRONG_SHAPE[0] else
+                f"its elements came as shapes {shape(batch[2])} and {shape(batch[3])}")
+        return f"feature {_short(feature.name)}: {read}: {spec(feature)} {hint}"
     row = _WRONG_SHAPE[1].search(message)
     if row:
         listed = [f for f in features if f.dense_unknown]
@@ -1682,6 +1724,24 @@ def _misshapen(error: BaseException, features: list, reads: _Reads) -> str | Non
         return (f"feature {_short(feature.name)}: an element came as shape "
                 f"{shape(mapped[2])}: {spec(feature)} {hint}")
     return None
+
+
+# Datasets, and the dataset ops of functions, that batch elements (batch, padded_batch,
+# sparse_batch, window, group_by_window...)
+_BATCHING = re.compile(r"Batch|Window|GroupBy")
+
+
+def _batches_itself(dataset) -> bool:
+    """Whether the dataset's pipeline may batch elements itself: a batching dataset upstream,
+    or a function making one (a `group_by_window` or `flat_map` that batches its windows).
+    TensorFlow's errors for a batch of unequal elements name no dataset, so they may then be
+    that batch's, of elements that fit their spec (rows of [0] and [2] batched inside a
+    group_by_window, for [None, None])."""
+    def batches(d) -> bool:
+        return bool(_BATCHING.search(type(d).__name__)) or any(
+            op.type.endswith(("Dataset", "DatasetV2", "DatasetV3")) and _BATCHING.search(op.type)
+            for f in d._functions() for op in f.function.graph.get_operations())
+    return _any_upstream(dataset, batches)
 
 
 def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
