@@ -40,8 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, or a usage error: argparse has printed it
         raise SystemExit(_flushed(e.code)) from None
+    stdout = sys.stdout
     try:
         _start_tensorflow(quiet=not args.debug)
+        if stdout is not None:
+            sys.stdout = _GuardedOutput(stdout)
         status = args.run(args) or 0
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -49,12 +52,49 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `super-serial head ... | head -3`; the Python docs' recipe
         _drop_output()
         return 1
+    except _OutputError as e:  # a full disk, met while the command printed
+        _drop_output()
+        print(f"{PROG}: error: standard output: {e}", file=sys.stderr)
+        return 1
     except Exception as e:  # noqa: BLE001 - every failure becomes one line (or a traceback)
         if args.debug:
             traceback.print_exc()
         print(f"{PROG}: error: {_describe(e)}", file=sys.stderr)
         status = 1
+    finally:
+        if sys.stdout is not stdout and isinstance(sys.stdout, _GuardedOutput):
+            sys.stdout = stdout
     return _flushed(status)
+
+
+class _OutputError(Exception):
+    """Standard output could not be written, for another reason than a closed pipe."""
+
+
+class _GuardedOutput:
+    """Standard output, whose write errors (but a closed pipe's) become `_OutputError`: a
+    full disk met while a command printed was told as an OSError naming nothing."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._guarded(self._stream.write, text)
+
+    def flush(self):
+        return self._guarded(self._stream.flush)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+    @staticmethod
+    def _guarded(call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _OutputError(e.strerror or str(e)) from None
 
 
 def _flushed(status):
@@ -238,16 +278,22 @@ def _header_path(args) -> str:
     return args.header if args.header is not None else default_header_path(args.path)
 
 
+def _read_header(args, header_path: str) -> dict:
+    """`read_header`, told the records' path: where that names a header or a shard instead,
+    the error says which path was meant, as `load` and `verify` do."""
+    from super_serial import core
+
+    return core._read_header(header_path, args.path).to_yaml()
+
+
 # --------------------------------------------------------------------------------------------
 # inspect
 # --------------------------------------------------------------------------------------------
 
 
 def _inspect(args) -> int:
-    from super_serial import read_header
-
     header_path = _header_path(args)
-    info = _summary(args.path, header_path, read_header(header_path))
+    info = _summary(args.path, header_path, _read_header(args, header_path))
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -434,7 +480,7 @@ def _head(args) -> int:
     import super_serial
 
     header_path = _header_path(args)
-    names = [_name(name) for name in super_serial.read_header(header_path)["features"]]
+    names = [_name(name) for name in _read_header(args, header_path)["features"]]
     dataset = super_serial.load(args.path, header_path).take(args.num)
     shown = 0
     for index, element in _not_an_example_named(dataset, args.path, header_path):

@@ -467,14 +467,32 @@ def test_control_characters_in_a_message_are_escaped():
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
-def test_output_onto_a_full_disk_is_one_error_line(saved):
+@pytest.mark.parametrize("command", [["inspect"], ["head", "-n", "100"]])
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_output_onto_a_full_disk_is_one_error_line(saved, command, unbuffered):
+    """Where the disk filled while the command printed (more output than the buffer holds,
+    or PYTHONUNBUFFERED), the line was the bare OSError, naming nothing."""
+    env = {**buffered_env(), "PYTHONUNBUFFERED": "1"} if unbuffered else buffered_env()
     with open("/dev/full", "wb") as full:
-        result = subprocess.run([sys.executable, "-m", "super_serial", "inspect", str(saved)],
-                                stdout=full, stderr=subprocess.PIPE, env=buffered_env(),
-                                timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", "super_serial", command[0], str(saved), *command[1:]],
+            stdout=full, stderr=subprocess.PIPE, env=env, timeout=120)
     assert result.returncode == 1
     assert result.stderr.decode().splitlines() == [
         "super-serial: error: standard output: No space left on device"]
+
+
+@pytest.mark.parametrize("command", ["inspect", "head", "verify"])
+@pytest.mark.parametrize("given", ["header", "shard"])
+def test_a_header_or_a_shard_for_the_records_path_names_the_path_meant(saved, command, given):
+    """`verify` said which path was meant (as `load` does); `inspect` and `head` only that
+    no header was found beside it."""
+    if given == "header":
+        path, what = f"{saved}.header.yaml", "a header"
+    else:
+        path, what = f"{saved}-00001-of-00002", "one shard of a save"
+    assert_fails_naming(run(command, path),
+                        f"{path} is {what}: give the records' path, {saved}")
 
 
 def test_debug_shows_the_traceback(tmp_path):
