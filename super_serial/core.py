@@ -3941,7 +3941,8 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
 
     Checks TFRecord checksums, file sizes and record counts, and that every feature of every
     record decodes as the header says; also, unlike `load`, that integers stored as int64 fit
-    the narrower dtype they are restored to (a header edited from int64 to int16, say).
+    the narrower dtype they are restored to (a header edited from int64 to int16, say), and
+    that a TFRecord reader reads each compressed file to its end (a second read of them).
 
     Args:
       tfrecord_path: As for `load`.
@@ -3991,8 +3992,24 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
         raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
     finally:
         meter.close()
+    if header.compression:
+        for path in _shard_paths(header, tfrecord_path):
+            _check_read_to_end(path, header.compression)
     return {"num_records": count, "files": _shard_paths(header, tfrecord_path),
             "header": header.to_yaml()}
+
+
+def _check_read_to_end(path: str, compression: str):
+    """Raises CorruptDataError where a TFRecord reader fails on a compressed file after its
+    last record: a damaged end of the compressed stream, past the records' own checksums.
+    `load` (and verify's pass above) end a file's records at its first error and check their
+    count, which such an error leaves right, but `tf.data.TFRecordDataset` fails on the file."""
+    try:
+        _tfrecords(path, compression, 1 << 20).reduce(np.int64(0), lambda count, _: count + 1)
+    except tf.errors.OpError as e:
+        raise CorruptDataError(f"{path}: its {compression} data is corrupt after its last "
+                               f"record, where a TFRecord reader fails: {_tf_message(e)}"
+                               ) from None
 
 
 def _not_an_example(header: _Header, tfrecord_path: str) -> str:
