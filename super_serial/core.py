@@ -2654,8 +2654,8 @@ class _RecordFiles:
         elsewhere a block is only what `load` parses at once, so where records came out far
         larger than the element spec let guess (unknown shapes, strings; 1 MB clips made
         blocks of 1,024), the block holds about `_TARGET_BLOCK_BYTES` of them instead."""
-        if not self.shard_size and len(self.counts) > 1:  # round robin; a count for each file
-            return self.block_records
+        if not records or (not self.shard_size and len(self.counts) > 1):
+            return self.block_records  # nothing to fit; or round robin, a count for each file
         fitted = max(1, _TARGET_BLOCK_BYTES * records // max(self.bytes_written, 1))
         return fitted if 2 * fitted < self.block_records else self.block_records
 
@@ -2951,21 +2951,27 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     shards = tuple(s for h in headers for s in h.shards)
     # One block size for all files: the smallest, so that no part's records are parsed in
     # blocks far past _TARGET_BLOCK_BYTES (the first part's, of small elements, made 195 MiB
-    # blocks of another's 200 kB clips)
+    # blocks of another's 200 kB clips); not an empty part's, which has no records to fit
+    # (saves before 2026-12-04 wrote 1 there, and every record was then parsed by itself)
+    block = min((h.block_records for h in headers if h.num_records),
+                default=headers[0].block_records)
     merged = dataclasses.replace(headers[0], shards=shards, layout="sequential",
                                  num_records=sum(h.num_records for h in headers),
-                                 block_records=min(h.block_records for h in headers))
+                                 block_records=block)
     beside = _beside_a_copy(merged, tfrecord_path)
     if beside is not None:  # one part: its header's copy, which load would refuse
         raise ValueError(f"{beside}: records of an earlier save are there, and a header that "
                          f"lists only {parts[0]}'s files beside them reads as a copy of that "
                          "part's header; remove them, or merge under another name")
+    made = _make_folders(header_path)  # as save makes them
     temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
     try:
         _write_header(temp, merged, header_path)
         tf.io.gfile.rename(temp, header_path, overwrite=True)
-    finally:
+    except BaseException:
         _remove_quietly(temp)
+        _remove_empty_folders(made)  # as a failed save leaves none
+        raise
     return merged.to_yaml()
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 from conftest import assert_same_elements
 
 from super_serial import CorruptDataError, SchemaError, core, load, merge, read_header, save, verify
@@ -469,7 +470,25 @@ def test_merge_with_an_empty_part(tmp_path):
     header = merge(parts, str(tmp_path / "data.tfrecord"))
     assert header["shards"][0] == {"file": "data.tfrecord-part0", "num_records": 0,
                                    "num_bytes": 0}
+    # the empty part's block (it wrote 1) made every record be parsed by itself
+    empty = read_header(f"{parts[0]}.header.yaml")["block_records"]
+    assert empty == read_header(f"{parts[1]}.header.yaml")["block_records"] > 1
+    assert header["block_records"] == empty
     assert_same_elements(full, load(str(tmp_path / "data.tfrecord")))
+
+
+def test_merge_takes_no_block_size_from_an_empty_part(tmp_path):
+    """Empty saves before this fix wrote `block_records: 1`; merged with others, every record
+    of theirs was parsed by itself (70 times slower to load)."""
+    full = flat_dict()
+    parts = save_parts(tmp_path, full, [{}, {}])
+    save(full.take(0), f"{tmp_path}/data.tfrecord-empty")
+    header_path = f"{tmp_path}/data.tfrecord-empty.header.yaml"
+    written = yaml.safe_load(Path(header_path).read_text())
+    Path(header_path).write_text(yaml.safe_dump({**written, "block_records": 1}))
+    merged = merge([parts[0], f"{tmp_path}/data.tfrecord-empty", parts[1]],
+                   str(tmp_path / "data.tfrecord"))
+    assert merged["block_records"] == read_header(f"{parts[0]}.header.yaml")["block_records"]
 
 
 def test_saving_over_a_merged_dataset_keeps_its_parts(tmp_path):
@@ -619,6 +638,28 @@ def test_merge_parses_in_the_smallest_blocks_of_its_parts(tmp_path, order):
     if order == (1, 0):
         expected = clips(300, 360, 50_000).concatenate(clips(0, 300, 2))
     assert_same_elements(expected, load(str(tmp_path / "data.tfrecord")))
+
+
+def test_merge_makes_the_headers_folder_as_save_does(tmp_path):
+    """It failed with TensorFlow's NotFoundError, naming its temporary file."""
+    full = flat_dict()
+    parts = save_parts(tmp_path, full, [{}, {}])
+    header_path = str(tmp_path / "meta" / "deeper" / "data.yaml")
+    merge(parts, str(tmp_path / "data.tfrecord"), header_path)
+    assert_same_elements(concatenation(full, 2, range(2)),
+                         load(str(tmp_path / "data.tfrecord"), header_path))
+
+
+def test_a_failed_merge_leaves_no_folder_it_made(tmp_path, monkeypatch):
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+
+    def fails(*args):
+        raise OSError("the disk is full")
+
+    monkeypatch.setattr(core, "_write_header", fails)
+    with pytest.raises(OSError, match="the disk is full"):
+        merge(parts, str(tmp_path / "data.tfrecord"), str(tmp_path / "meta" / "data.yaml"))
+    assert not (tmp_path / "meta").exists()
 
 
 def test_merge_refuses_a_folder_at_the_header_path(tmp_path):
