@@ -130,19 +130,22 @@ def test_flipped_byte_in_sharded_or_compressed_files(tmp_path, layout):
 
 
 @pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+@pytest.mark.parametrize("num_shards", [1, 3])
 def test_verify_fails_where_a_tfrecord_reader_fails_at_the_end_of_a_compressed_file(
-        tmp_path, compression):
+        tmp_path, compression, num_shards):
     """A byte flipped near the end of the compressed stream, after the last record's bytes:
     every record still decodes and the count is right, so verify said OK for a file that
-    `tf.data.TFRecordDataset` refuses (GZIP: 9 and 10 bytes from the end, here)."""
+    `tf.data.TFRecordDataset` refuses (GZIP: 9 and 10 bytes from the end of one file,
+    here). Of several files, the one damaged is named."""
     tfrecord_path = str(tmp_path / "data.tfrecord")
-    save(dataset(), tfrecord_path, compression=compression)
-    pristine = Path(tfrecord_path).read_bytes()
+    header = save(dataset(), tfrecord_path, compression=compression, num_shards=num_shards)
+    victim = str(tmp_path / header["shards"][num_shards // 2]["file"])
+    pristine = Path(victim).read_bytes()
     for back in range(1, 17):
-        Path(tfrecord_path).write_bytes(pristine)
-        flip(tfrecord_path, len(pristine) - back)
+        Path(victim).write_bytes(pristine)
+        flip(victim, len(pristine) - back)
         try:
-            for _ in tf.data.TFRecordDataset(tfrecord_path, compression):
+            for _ in tf.data.TFRecordDataset(victim, compression):
                 pass
             readable = True
         except tf.errors.DataLossError:
@@ -152,7 +155,7 @@ def test_verify_fails_where_a_tfrecord_reader_fails_at_the_end_of_a_compressed_f
         else:
             with pytest.raises(CorruptDataError) as info:
                 verify(tfrecord_path)
-            assert str(info.value).startswith(f"{tfrecord_path}: "), back
+            assert str(info.value).startswith(f"{victim}: "), back
 
 
 def test_flipped_byte_never_yields_wrong_values(saved):
