@@ -4015,21 +4015,25 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     finally:
         meter.close()
     if header.compression:
-        _check_read_to_end(_shard_paths(header, tfrecord_path), header.compression)
+        _check_read_to_end(_shard_paths(header, tfrecord_path), header.compression,
+                           header.block_records)
     return {"num_records": count, "files": _shard_paths(header, tfrecord_path),
             "header": header.to_yaml()}
 
 
-def _check_read_to_end(paths: list, compression: str):
+def _check_read_to_end(paths: list, compression: str, block_records: int):
     """Raises CorruptDataError where a TFRecord reader fails on a compressed file after its
     last record: a damaged end of the compressed stream, past the records' own checksums.
     `load` (and verify's pass above) end a file's records at its first error and check their
     count, which such an error leaves right, but `tf.data.TFRecordDataset` fails on the file.
     All files are read in one pass (a pass for each took 10 ms a file); only where that
-    fails, file by file, to name the one."""
-    def read_to_end(files):
-        tf.data.TFRecordDataset(files, compression, 1 << 20, num_parallel_reads=min(
-            len(files), _WRITER_THREADS)).reduce(np.int64(0), lambda count, _: count + 1)
+    fails, file by file, to name the one. Records are counted a block at a time: `reduce`
+    calls its function for each element (19 us a record, 1.9 s for 100,000)."""
+    def read_to_end(files):  # (files read in parallel: one by itself so took 2.6 times as long)
+        parallel = min(len(files), _WRITER_THREADS) if len(files) > 1 else None
+        tf.data.TFRecordDataset(files, compression, 1 << 20, num_parallel_reads=parallel).batch(
+            block_records).reduce(
+                np.int64(0), lambda count, block: count + tf.size(block, out_type=tf.int64))
 
     try:
         read_to_end(paths)
