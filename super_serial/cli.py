@@ -53,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         _drop_output()
         return 1
     except _OutputError as e:  # a full disk, met while the command printed
-        _drop_output()
-        print(f"{PROG}: error: standard output: {e}", file=sys.stderr)
+        _output_failed(str(e))
         return 1
     except Exception as e:  # noqa: BLE001 - every failure becomes one line (or a traceback)
         if args.debug:
@@ -105,12 +104,19 @@ def _flushed(status):
         return status
     try:
         sys.stdout.flush()
-    except OSError as e:
+    except BrokenPipeError:
         _drop_output()
-        if not isinstance(e, BrokenPipeError):
-            print(f"{PROG}: error: standard output: {e.strerror or e}", file=sys.stderr)
+        return status or 1
+    except OSError as e:
+        _output_failed(e.strerror or str(e))
         return status or 1
     return status
+
+
+def _output_failed(reason: str):
+    """Tells, in one line, that standard output could not be written (a full disk)."""
+    _drop_output()
+    print(f"{PROG}: error: standard output: {reason}", file=sys.stderr)
 
 
 def _drop_output():

@@ -1673,14 +1673,12 @@ def _misshapen(error: BaseException, features: list, reads: _Reads, dataset) -> 
         return str(error)
     if not isinstance(error, tf.errors.InvalidArgumentError):
         return None
-    message = str(error.message)
-    if any(_WRONG_SHAPE[i].search(message) for i in (1, 3, 4)) and _batches_itself(dataset):
+    found = [pattern.search(str(error.message)) for pattern in _WRONG_SHAPE]
+    if (found[1] or found[3] or found[4]) and _batches_itself(dataset):
         return None
 
     def shape(text: str) -> str:  # TensorFlow's "[?,2]" as save's messages write shapes
         return str([None if d == "?" else int(d) for d in text[1:-1].split(",") if d])
-
-    spec, hint = _spec_gives, _SHAPE_HINT
 
     def one_of(listed: list) -> str:
         if len(listed) == 1:
@@ -1689,8 +1687,7 @@ def _misshapen(error: BaseException, features: list, reads: _Reads, dataset) -> 
         more = f" and {len(listed) - 8} more" if len(listed) > 8 else ""
         return f"one of the features {names}{more}"
 
-    batch = _WRONG_SHAPE[0].search(message) or (
-        None if reads.windowed else _WRONG_SHAPE[3].search(message))  # windows: each its 0th
+    batch = found[0] or (None if reads.windowed else found[3])  # windows: each its 0th
     if batch:
         owners = reads.owners()  # only here: the other messages need no component's owner
         index = int(batch[1])
@@ -1700,30 +1697,30 @@ def _misshapen(error: BaseException, features: list, reads: _Reads, dataset) -> 
         read = (f"a batch of its elements read as shape {shape(batch[3])}, not "
                 f"{shape(batch[2])}" if batch.re is _WRONG_SHAPE[0] else
                 f"its elements came as shapes {shape(batch[2])} and {shape(batch[3])}")
-        return f"feature {_short(feature.name)}: {read}: {spec(feature)} {hint}"
-    row = _WRONG_SHAPE[1].search(message)
+        return f"feature {_short(feature.name)}: {read}: {_spec_gives(feature)} {_SHAPE_HINT}"
+    row = found[1]
     if row:
         listed = [f for f in features if f.dense_unknown]
         if not listed:
             return None
         return (f"{one_of(listed)}: an element came as shape {shape(row[1])}, where its "
-                f"element_spec gives {shape(row[2])} {hint}")
-    added = _WRONG_SHAPE[4].search(message) or _WRONG_SHAPE[3].search(message)
+                f"element_spec gives {shape(row[2])} {_SHAPE_HINT}")
+    added = found[4] or found[3]
     if added:  # no component named (or in a window of one): any feature of fixed shape
         first, other = ((added[2], added[1]) if added.re is _WRONG_SHAPE[4] else
                         (added[2], added[3]))
         listed = [f for f in features if f.kind == "fixed"]
         if not listed:
             return None
-        given = f": {spec(listed[0])}" if len(listed) == 1 else ""
+        given = f": {_spec_gives(listed[0])}" if len(listed) == 1 else ""
         return (f"{one_of(listed)}: its elements came as shapes {shape(first)} and "
-                f"{shape(other)}{given} {hint}")
-    mapped = _WRONG_SHAPE[2].search(message)
+                f"{shape(other)}{given} {_SHAPE_HINT}")
+    mapped = found[2]
     named = {_op_name(i, f.name): f for i, f in enumerate(features) if f.dense_unknown}
     if mapped and mapped[1] in named:
         feature = named[mapped[1]]
         return (f"feature {_short(feature.name)}: an element came as shape "
-                f"{shape(mapped[2])}: {spec(feature)} {hint}")
+                f"{shape(mapped[2])}: {_spec_gives(feature)} {_SHAPE_HINT}")
     return None
 
 
@@ -4014,11 +4011,10 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
         raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
     finally:
         meter.close()
+    paths = _shard_paths(header, tfrecord_path)
     if header.compression:
-        _check_read_to_end(_shard_paths(header, tfrecord_path), header.compression,
-                           header.block_records)
-    return {"num_records": count, "files": _shard_paths(header, tfrecord_path),
-            "header": header.to_yaml()}
+        _check_read_to_end(paths, header.compression, header.block_records)
+    return {"num_records": count, "files": paths, "header": header.to_yaml()}
 
 
 def _check_read_to_end(paths: list, compression: str, block_records: int):
