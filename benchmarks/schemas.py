@@ -87,6 +87,11 @@ def schemas(n: int) -> dict:
         "string [None] (about 50 words)": (
             varying([None], lambda i: (i * 7919 % 100 + 1,), tf.string, words).take(n // 8),
             True),
+        # decoded images of varying size (n / 40 of them, about 250 x 300 x 3: 225 kB)
+        "uint8 [None, None, 3] (decoded images)": (varying(
+            [None, None, 3], lambda i: (200 + i * 7919 % 100, 250 + i * 104729 % 100, 3),
+            tf.uint8, lambda i, shape: np.random.default_rng(i).integers(0, 256, shape, np.uint8),
+        ).take(max(1, n // 40)), True),
         # one long string an element, as encoded images are stored (n / 40 of them)
         "string, about 150 KB (encoded images)": (tf.data.Dataset.from_generator(
             lambda: (blob[i % 1000:i % 1000 + 100_000 + i * 7919 % 100_000]

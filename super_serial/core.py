@@ -87,6 +87,11 @@ _READ_AHEAD_BYTES = 4 * _TARGET_BATCH_BYTES  # what tf.data may read ahead of sm
 # concatenates them, a copy that gains nothing at that size (those 500 strings, read 16 at a
 # time: 289 ms merged into batches of 16 MiB, 255 ms not).
 _MERGE_READ_BYTES = 1 << 20
+# Rows of a dense component of unknown shape with at least this many values are taken from a
+# read one by one (`_rows_one_by_one`): TensorFlow's decoding of a batch of them copies a value
+# at a time, 2 ns each for uint8 and 3 for float32 (32 rows of 65,536: 126 and 192 us a row),
+# where taking out one row costs 11-12 us, and NumPy then writes the rows where they lie.
+_ROW_BY_ROW_VALUES = 4096
 
 
 # --------------------------------------------------------------------------------------------
@@ -1189,6 +1194,10 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     (`_tf_lists`), faster there than NumPy's varints or Python's strings; but not integers that
     all have their varint in `_varint_table`.
     """
+    if isinstance(values, list):  # rows read one by one (`_Rows`): written where they lie
+        data = [_read_only(_little_endian_bytes(v)) for v in values]
+        return _wrap(b"\x0a", [_Strings(data, np.diff(splits) * values[0].dtype.itemsize)],
+                     rows)
     tensor, long = values, False
     if isinstance(values, tf.Tensor):  # of any shape
         long = encoding in _TF_LIST_VALUES and _long_lists(encoding, values, splits, rows)
@@ -1312,10 +1321,11 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
             shapes = _shapes(feature, counts // feature.known_values)
         elif isinstance(leaf, tuple):  # flattened values and shapes
             values, shapes = leaf
-            flat, splits, shapes = values.flat_values, values.row_splits.numpy(), shapes.numpy()
+            flat, splits = _flat_and_splits(values)
+            shapes = shapes.numpy()
         else:  # a ragged batch with one unknown dim: its rows, or given by its flat values
-            flat, row_splits = leaf.flat_values, leaf.row_splits.numpy()
-            splits = row_splits * math.prod(flat.shape[1:])
+            flat, splits = _flat_and_splits(leaf)
+            row_splits = leaf.row_splits if isinstance(leaf, _Rows) else leaf.row_splits.numpy()
             if feature.shape[0] is None:  # its rows (known dims may be 0)
                 shapes = _shapes(feature, np.diff(row_splits))
             else:  # values flattened (`_sized_dim`): known dims are not 0
@@ -1333,6 +1343,16 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     inner = math.prod(feature.inner_shape)
     streams[feature.name] = (feature.encoding, leaf.flat_values, starts * inner)
     return streams
+
+
+def _flat_and_splits(leaf) -> tuple:
+    """A batch of rows of one unknown dim (a ragged tensor, or `_Rows`): its values (flat
+    values, or the rows' list), and where each row's values start in them, flattened."""
+    if isinstance(leaf, _Rows):
+        sizes = [v.size for v in leaf.values]
+        return leaf.values, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    flat = leaf.flat_values
+    return flat, leaf.row_splits.numpy() * math.prod(flat.shape[1:])
 
 
 def _check_ragged(feature: _Feature, leaf: tf.RaggedTensor):
@@ -1952,10 +1972,11 @@ class _Merger:
 
 
 class _RaggedRead(NamedTuple):
-    """A ragged tensor as read: its nested row splits in NumPy."""
+    """A ragged tensor as read: its nested row splits in NumPy, and its flat values; or, for
+    rows read one by one (`_rows_one_by_one`), a list of each row's values in NumPy."""
 
     splits: list
-    values: tf.Tensor
+    values: tf.Tensor | list
 
 
 def _concatenated(reads: list) -> list:
@@ -1976,7 +1997,24 @@ def _concat_parts(parts: list):
         starts = np.cumsum([0] + [p.splits[level][-1] for p in parts[:-1]])
         splits.append(np.concatenate([parts[0].splits[level][:1]] + [
             p.splits[level][1:] + start for p, start in zip(parts, starts)]))
+    if any(isinstance(p.values, list) for p in parts):  # some read one by one: all as rows
+        return _RaggedRead(splits, [row for p in parts for row in _row_list(p)])
     return _RaggedRead(splits, tf.concat([p.values for p in parts], 0))
+
+
+def _row_list(read: _RaggedRead) -> list:
+    """The rows of a read of rows (one unknown dim), as `_rows_one_by_one` gives them."""
+    if isinstance(read.values, list):
+        return read.values
+    values, ends = _read_only(np.asarray(read.values)), read.splits[0].tolist()
+    return [values[a:b] for a, b in zip(ends, ends[1:])]
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view (CRC32C takes read-only buffers)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -> _Reads:
@@ -1998,7 +2036,7 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     """
     specs = tf.nest.flatten(dataset.element_spec)
     rows_apart = _ragged_may_come_as_rows(dataset)
-    windowed = False
+    windowed, rows = False, ()
     if (_sparse_batches(features) and not small_reads and not rows_apart
             and not _costly_elements(dataset)):  # elements_per_batch: sized like small reads
         if len(specs) == 1:  # the dataset's only component
@@ -2016,13 +2054,15 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
         batched = mapped.batch(batch_records, num_parallel_calls=tf.data.AUTOTUNE,
                                deterministic=True)
         unpack = list
+        rows = tuple(f.dense_unknown for f, s in zip(features, structure)
+                     for _ in tf.nest.flatten(s))
     else:
         batched, unpack = dataset.batch(batch_records), tf.nest.flatten
     if not 0 <= int(dataset.cardinality()) <= batch_records:  # one batch: nothing to overlap
         batched = _prefetched(batched, dataset, small_reads)
     if not _applies_functions(dataset):  # the functions above need none of them
         batched = batched.with_options(_OWN_PIPELINE)
-    return _Reads(batched, unpack, windowed)
+    return _Reads(batched, unpack, windowed, rows)
 
 
 def _prefetched(batched, dataset, small_reads: bool) -> tf.data.Dataset:
@@ -2059,11 +2099,15 @@ class _Reads:
     as they are). `finish` makes a list of parts (or several concatenated) the components.
     """
 
-    def __init__(self, batched: tf.data.Dataset, unpack, windowed: bool = False):
+    def __init__(self, batched: tf.data.Dataset, unpack, windowed: bool = False,
+                 rows: tuple = ()):
         self.batched, self.unpack = batched, unpack
         self.windowed = windowed  # each component batched by itself (`_window_batching`)
         self.structure = batched.element_spec
         self.specs = tf.nest.flatten(self.structure)
+        # Which leaves are rows of a dense component of unknown shape (`_flattening`), which
+        # wide rows let `_read_part` take out one by one
+        self.rows = rows or (False,) * len(self.specs)
 
     def __iter__(self):
         return map(self.finish, self.parts())
@@ -2083,7 +2127,7 @@ class _Reads:
             except tf.errors.OutOfRangeError:
                 return
             if not plain:  # the tensors read are let go once taken apart
-                tensors = [_read_part(s, t) for s, t in zip(self.specs, tensors)]
+                tensors = [_read_part(s, t, r) for s, t, r in zip(self.specs, tensors, self.rows)]
             yield tensors
 
     def finish(self, parts: list) -> list:
@@ -2101,10 +2145,15 @@ class _Reads:
         return [owner[i] for i in range(len(self.specs))]
 
 
-def _read_part(spec, tensor):
+def _read_part(spec, tensor, rows: bool = False):
     if isinstance(spec, tf.SparseTensorSpec):
         return tf.SparseTensor(*tf.raw_ops.DeserializeSparse(serialized_sparse=tensor,
                                                              dtype=spec.dtype))
+    if (rows and isinstance(spec, tf.RaggedTensorSpec) and spec.ragged_rank == 1
+            and tensor.shape.rank == 1 and tensor.shape[0]):
+        read = _rows_one_by_one(spec, tensor)
+        if read is not None:
+            return read
     if isinstance(spec, tf.RaggedTensorSpec):
         splits, values = tf.raw_ops.RaggedTensorFromVariant(
             encoded_ragged=tensor, input_ragged_rank=spec.ragged_rank - tensor.shape.rank,
@@ -2114,7 +2163,40 @@ def _read_part(spec, tensor):
     return tensor
 
 
+def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor) -> _RaggedRead | None:
+    """A read of rows (a variant each, `_flattening`) taken out one by one, if its first row
+    has `_ROW_BY_ROW_VALUES` values or more: as a list of the rows where they lie (for the
+    encodings that write values as they are), else concatenated. None for narrower rows."""
+    def row(variant):
+        return tf.raw_ops.RaggedTensorFromVariant(
+            encoded_ragged=variant, input_ragged_rank=0, output_ragged_rank=0,
+            Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype).output_dense_values
+
+    variants = tf.unstack(tensor)
+    first = row(variants[0])
+    if first.shape.num_elements() < _ROW_BY_ROW_VALUES:
+        return None
+    values = [first] + [row(v) for v in variants[1:]]
+    splits = np.zeros(len(values) + 1, np.int64)
+    np.cumsum([v.shape[0] for v in values], out=splits[1:])
+    if _DTYPES[spec.dtype.name].encoding in ("float", "raw"):
+        return _RaggedRead([splits], [_read_only(np.asarray(v)) for v in values])
+    return _RaggedRead([splits], tf.concat(values, 0))
+
+
+class _Rows:
+    """A batch of rows of one unknown dim taken out one by one (`_rows_one_by_one`): each
+    row's values in NumPy, and the row splits of their first dim."""
+
+    __slots__ = ("row_splits", "values")
+
+    def __init__(self, row_splits: np.ndarray, values: list):
+        self.row_splits, self.values = row_splits, values
+
+
 def _finished(part):
+    if isinstance(part, _RaggedRead) and isinstance(part.values, list):
+        return _Rows(part.splits[0], part.values)
     if isinstance(part, _RaggedRead):
         return tf.RaggedTensor.from_nested_row_splits(part.values, part.splits, validate=False)
     return part
@@ -2309,6 +2391,8 @@ def _rows(leaf) -> int:
         return int(np.asarray(leaf.dense_shape)[0])  # indexing an eager tensor: 0.5 ms
     if isinstance(leaf, tf.RaggedTensor):
         return leaf.row_splits.shape[0] - 1
+    if isinstance(leaf, _Rows):
+        return len(leaf.values)
     return int(leaf.shape[0])
 
 

@@ -278,6 +278,73 @@ def test_unknown_dims_of_the_only_component(case, wrap, paths):
         assert [tuple(tf.nest.flatten(e)[0].shape) for e in loaded] == shapes
 
 
+# Rows of 6 values or more count as wide here (`_ROW_BY_ROW_VALUES`, scaled down). Read two
+# at a time, the first rows of the reads are wide, narrow, wide and narrow; the others any
+WIDE_ROW_SHAPES = {
+    "None,None": ([None, None], [(2, 4), (1, 2), (0, 5), (3, 3), (3, 2), (1, 1), (0, 0)]),
+    "None,2": ([None, 2], [(4, 2), (1, 2), (0, 2), (5, 2), (3, 2), (2, 2), (1, 2)]),
+    "2,None": ([2, None], [(2, 5), (2, 0), (2, 1), (2, 7), (2, 3), (2, 2), (2, 1)]),
+    "None": ([None], [(9,), (2,), (0,), (6,), (12,), (1,), (3,)]),
+}
+
+
+@pytest.mark.parametrize("source", ["generator", "cache"])
+@pytest.mark.parametrize("case", list(WIDE_ROW_SHAPES))
+def test_wide_rows_of_unknown_shape_are_taken_out_one_by_one(case, source, tmp_path,
+                                                              monkeypatch):
+    """Reads whose first row of a component of unknown shape is wide take its rows out one
+    by one (TensorFlow's decoding of the whole read copies a value at a time): rows of raw
+    or float values are written where they lie, others concatenated. Reads taken apart either
+    way merge, and the files are those of reads decoded whole. (Reads of 2 elements.)"""
+    spec_shape, shapes = WIDE_ROW_SHAPES[case]
+    elements = [{dtype: make_values(dtype, shape, i) for dtype in VARSHAPE_DTYPES}
+                for i, shape in enumerate(shapes)]
+    spec = {dtype: tf.TensorSpec(spec_shape, tf.as_dtype(dtype)) for dtype in VARSHAPE_DTYPES}
+    dataset = generated(elements, spec)
+    options = {}
+    if source == "cache":  # read as the spec sizes them, here 2 at a time
+        dataset, options = dataset.cache(), {"elements_per_batch": 2}
+    else:  # small reads, merged
+        monkeypatch.setattr(core, "_READ_COSTLY", 2)
+    taken_apart, one_by_one = [], core._rows_one_by_one
+    monkeypatch.setattr(core, "_rows_one_by_one", lambda spec, tensor: (
+        lambda read: taken_apart.append(read is not None) or read)(one_by_one(spec, tensor)))
+    files = {}
+    for name, wide in [("one_by_one", 6), ("whole", 10**9)]:
+        monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", wide)
+        tfrecord = str(tmp_path / name / "d.tfrecord")
+        super_serial.save(dataset, tfrecord, **options)
+        files[name] = (tmp_path / name / "d.tfrecord").read_bytes()
+        assert_same_elements(dataset, super_serial.load(tfrecord))
+    if case == "None" and source == "cache":  # lists of a cheap pipeline: `sparse_batch`
+        assert taken_apart == []
+    else:  # each read (of 4), for each component; then none, as no row is wide enough
+        assert taken_apart == [wide for wide in [True, False, True, False]
+                               for _ in VARSHAPE_DTYPES] + [False] * 4 * len(VARSHAPE_DTYPES)
+    assert files["one_by_one"] == files["whole"]
+
+
+def test_wide_rows_taken_out_one_by_one_are_not_copied(tmp_path, monkeypatch):
+    """Rows of raw or float values taken out one by one are written from the buffers read,
+    without a copy of the read's values (TensorFlow's batched decoding made one)."""
+    monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    dataset = generated([np.arange(10 + i, dtype=np.float32) for i in range(3)],
+                        tf.TensorSpec([None], tf.float32))
+    read_rows = []
+    one_by_one = core._rows_one_by_one
+    monkeypatch.setattr(core, "_rows_one_by_one", lambda spec, tensor: (
+        lambda read: read_rows.extend(read.values) or read)(one_by_one(spec, tensor)))
+    written = []
+    encode = core._encode_records
+    monkeypatch.setattr(core, "_encode_records", lambda features, leaves, rows: (
+        lambda out: written.extend(out[0]) or out)(encode(features, leaves, rows)))
+    super_serial.save(dataset, str(tmp_path / "d.tfrecord"))
+    assert len(read_rows) == 3 and len(written) == 3
+    for row, record in zip(read_rows, written):
+        (values,) = [piece for piece in record if isinstance(piece, np.ndarray)]
+        assert np.shares_memory(values, row) and values.nbytes == row.nbytes
+
+
 def test_unknown_dims_bare_tensor(paths):
     shapes = [(0, 7), (2, 3), (0, 0), (1, 1)]
     dataset = generated([make_values("uint64", s, i) for i, s in enumerate(shapes)],
