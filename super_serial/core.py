@@ -88,10 +88,11 @@ _READ_AHEAD_BYTES = 4 * _TARGET_BATCH_BYTES  # what tf.data may read ahead of sm
 # time: 289 ms merged into batches of 16 MiB, 255 ms not).
 _MERGE_READ_BYTES = 1 << 20
 # Rows of a dense component of unknown shape with at least this many values are taken from a
-# read one by one (`_rows_one_by_one`): TensorFlow's decoding of a batch of them copies a value
-# at a time, 2 ns each for uint8 and 3 for float32 (32 rows of 65,536: 126 and 192 us a row),
-# where taking out one row costs 11-12 us, and NumPy then writes the rows where they lie.
-_ROW_BY_ROW_VALUES = 4096
+# read one by one (`_rows_one_by_one`), and written where they lie: TensorFlow's decoding of a
+# whole read copies a value at a time, about 2 ns each for uint8 and 3.7 for float32 (reads of
+# 32 and of 1,024 rows: 8,192 values 19-20 and 29-31 us a row, 65,536 values 134-139 and
+# 219-222), where taking out a row costs 15-16 us; looking at the first costs 0.1-3 us a row.
+_ROW_BY_ROW_VALUES = 8192
 
 
 # --------------------------------------------------------------------------------------------
@@ -2172,11 +2173,10 @@ def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor) -> _RaggedRea
             encoded_ragged=variant, input_ragged_rank=0, output_ragged_rank=0,
             Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype).output_dense_values
 
-    variants = tf.unstack(tensor)
-    first = row(variants[0])
+    first = row(tensor[0])
     if first.shape.num_elements() < _ROW_BY_ROW_VALUES:
         return None
-    values = [first] + [row(v) for v in variants[1:]]
+    values = [first] + [row(v) for v in tf.unstack(tensor[1:])]
     splits = np.zeros(len(values) + 1, np.int64)
     np.cumsum([v.shape[0] for v in values], out=splits[1:])
     if _DTYPES[spec.dtype.name].encoding in ("float", "raw"):
