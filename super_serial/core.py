@@ -3782,7 +3782,14 @@ class _Decoder:
             tensors, out = iter(zip(tensors, specs)), []
             for f, reshaped, empty in zip(self.features, self.reshaped, self.empty):
                 leaf, spec = next(tensors)
-                if reshaped:  # the values (a row of a ragged batch) and the shape
+                if reshaped and f.encoding == "raw":  # its bytes, and the shape
+                    values = _bitcast(tf.io.decode_raw(leaf, f.dtype.raw_as, little_endian=True),
+                                      f)
+                    leaf = tf.reshape(values, next(tensors)[0])
+                    leaf.set_shape(f.shape)  # decode_block checked the stored shapes
+                    if self.batched:
+                        leaf = _as_ragged_batch_element(leaf)
+                elif reshaped:  # the values (a row of a ragged batch) and the shape
                     values = tf.raw_ops.RaggedTensorFromVariant(
                         encoded_ragged=leaf, input_ragged_rank=0, output_ragged_rank=0,
                         Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype).output_dense_values
@@ -3868,6 +3875,8 @@ class _Decoder:
                 inner = tf.reshape(flat(), [tf.reduce_sum(shapes[:, 0]), *f.shape[1:]])
                 lengths = tf.cast(shapes[:, 0], tf.as_dtype(f.row_splits_dtype))
                 return tf.RaggedTensor.from_row_lengths(inner, lengths, validate=False)
+            if f.encoding == "raw":  # each element decodes its own bytes (`finishing`)
+                return values, shapes
             return rows(), shapes
         return varshape
 

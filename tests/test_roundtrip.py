@@ -345,6 +345,31 @@ def test_wide_rows_taken_out_one_by_one_are_not_copied(tmp_path, monkeypatch):
         assert np.shares_memory(values, row) and values.nbytes == row.nbytes
 
 
+def _op_types(dataset) -> set:
+    """The op types of a dataset's pipeline, and of every function in it."""
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    return {n.op for n in graph.node} | {
+        n.op for function in graph.library.function for n in function.node_def}
+
+
+@pytest.mark.parametrize("batch_size, joined", [(None, False), (2, False), ("[None, 3]", True)])
+def test_raw_values_of_unknown_shape_are_decoded_element_by_element(batch_size, joined, paths):
+    """Where load makes each element with a function anyway (components of unknown shape),
+    raw values (uint8, float64, ...) are decoded there from the element's own bytes: joining
+    a block's bytes, decoding them and taking rows out again copied every value twice more.
+    Batched loads that need no function for each element ([None, 3]) decode whole blocks."""
+    spec_shape = [None, 3] if batch_size == "[None, 3]" else [None, None, 3]
+    shapes = [(2, 3, 3), (0, 1, 3), (1, 2, 3)] if len(spec_shape) == 3 else [(2, 3), (0, 3)]
+    dataset = generated([make_values("float64", shape, i) for i, shape in enumerate(shapes)],
+                        tf.TensorSpec(spec_shape, tf.float64))
+    super_serial.save(dataset, *paths)
+    options = {} if batch_size is None else {"batch_size": 2}
+    loaded = super_serial.load(*paths, **options)
+    ops = _op_types(loaded)
+    assert "DecodeRaw" in ops and ("ReduceJoin" in ops) == joined, sorted(ops)
+    assert_same_elements(dataset.ragged_batch(2) if options else dataset, loaded)
+
+
 def test_unknown_dims_bare_tensor(paths):
     shapes = [(0, 7), (2, 3), (0, 0), (1, 1)]
     dataset = generated([make_values("uint64", s, i) for i, s in enumerate(shapes)],
