@@ -3870,8 +3870,12 @@ class _Decoder:
         checks.add(tf.logical_and(shapes >= 0, tf.logical_or(tf.equal(shapes, known),
                                                              tf.equal(known, -1))),
                    f, f"a stored shape does not fit {list(f.shape)}", found=shapes)
-        checks.add(tf.equal(tf.reduce_prod(shapes, axis=1), counts), f,
-                   "the number of values does not match the stored shape", found=counts)
+        # The product in float64 too: in int64 it wraps ([2**62 + 1, 4] "holds" 4 values)
+        checks.add(tf.logical_and(
+            tf.equal(tf.reduce_prod(shapes, axis=1), counts),
+            tf.equal(tf.reduce_prod(tf.cast(shapes, tf.float64), axis=1),
+                     tf.cast(counts, tf.float64))), f,
+            "the number of values does not match the stored shape", found=counts)
 
         def varshape():
             if self.whole_blocks or f.ragged:  # [rows, None, *inner] like ragged_batch
@@ -3896,8 +3900,19 @@ class _Decoder:
         levels = [parsed[f.lengths_key(k)] for k in range(f.ragged_rank)]
         # Each element's values must fill its innermost rows, and each level its parent rows.
         sums = [_row_sums(lengths) for lengths in levels]
-        checks.add(tf.equal(sums[-1] * math.prod(f.inner_shape), counts), f,
-                   "the number of values does not match the row lengths", found=counts)
+        # Row lengths are counts: none negative, and no sum that wraps in int64 (so summed as
+        # float64 too), which could come to the right total and make splits that go back
+        for k, lengths in enumerate(levels):
+            negative = lengths.with_flat_values(tf.cast(lengths.flat_values < 0, tf.int64))
+            as_float = lengths.with_flat_values(tf.cast(lengths.flat_values, tf.float64))
+            checks.add(tf.logical_and(tf.equal(_row_sums(negative), 0), tf.equal(
+                tf.cast(sums[k], tf.float64), _row_sums(as_float))), f,
+                f"row lengths of level {k} are negative or too large", found=sums[k])
+        inner = math.prod(f.inner_shape)
+        checks.add(tf.logical_and(
+            tf.equal(sums[-1] * inner, counts),
+            tf.equal(tf.cast(sums[-1], tf.float64) * inner, tf.cast(counts, tf.float64))), f,
+            "the number of values does not match the row lengths", found=counts)
         for k in range(f.ragged_rank - 1):
             checks.add(tf.equal(sums[k], levels[k + 1].row_lengths()), f,
                        f"row lengths of level {k + 1} do not match level {k}")

@@ -380,12 +380,38 @@ def test_a_record_that_fails_a_check_in_a_later_block(paths):
                        "the number of values does not match the stored shape, found 1")
 
 
+@pytest.mark.parametrize("spec_shape, stored", [
+    ([None, None], [2**62 + 1, 4]),  # 4 values, as the product wraps in int64
+    ([None, None, None], [2**32, 2**32, 1]),  # no values: it wraps to 0
+])
+def test_a_stored_shape_whose_product_wraps(paths, spec_shape, stored):
+    """A stored shape whose number of values overflows int64 is refused with the file and the
+    feature named; it came to the values stored, and TensorFlow's reshape refused it with
+    a message naming neither."""
+    tfrecord_path, header_path = paths
+    values = 4 if stored[0] % 2 else 0
+    shape = [2, 2] if values else [0, 0, 0]
+    save(tf.data.Dataset.from_generator(lambda: ({"v": np.zeros(shape)} for _ in range(2)),
+                                        output_signature={"v": tf.TensorSpec(spec_shape,
+                                                                             tf.float64)}),
+         tfrecord_path, header_path)
+    edit_examples(tfrecord_path, header_path, {1: {"v#shape": stored}})
+    assert_check_fails(tfrecord_path, header_path, "v",
+                       f"the number of values does not match the stored shape, found {values}")
+
+
 RAGGED_EDITS = {
     # key to edit in record 0 ([[[1, 2], [3]]]: row lengths [2], then [2, 1]), its new row
     # lengths, the problem named
     "values": ("r#row_lengths_1", [2, 2], "the number of values does not match the row lengths, "
                                           "found 3"),
     "levels": ("r#row_lengths_0", [1], "row lengths of level 1 do not match level 0"),
+    # lengths that add up to the 3 values but are not counts: TensorFlow refused the splits
+    # they make, with a message naming neither the file nor the feature
+    "negative": ("r#row_lengths_1", [-1, 4], "row lengths of level 1 are negative or too "
+                                             "large, found 3"),
+    "wrapping": ({"r#row_lengths_0": [4], "r#row_lengths_1": [2**62, 2**62, 2**62, 2**62 + 3]},
+                 None, "row lengths of level 1 are negative or too large, found 3"),
 }
 
 
@@ -395,7 +421,7 @@ def test_ragged_row_lengths_that_do_not_add_up(paths, name):
     save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant(
         [[[[1, 2], [3]]], [[[4]]], [[[5, 6], [7]], [[8]]]], tf.int64)}), tfrecord_path, header_path)
     key, lengths, problem = RAGGED_EDITS[name]
-    edit_examples(tfrecord_path, header_path, {0: {key: lengths}})
+    edit_examples(tfrecord_path, header_path, {0: key if lengths is None else {key: lengths}})
     assert_check_fails(tfrecord_path, header_path, "r", problem)
 
 
