@@ -3786,17 +3786,15 @@ class _Decoder:
             tensors, out = iter(zip(tensors, specs)), []
             for f, reshaped, empty in zip(self.features, self.reshaped, self.empty):
                 leaf, spec = next(tensors)
-                if reshaped and f.encoding == "raw":  # its bytes, and the shape
-                    values = _bitcast(tf.io.decode_raw(leaf, f.dtype.raw_as, little_endian=True),
-                                      f)
-                    leaf = tf.reshape(values, next(tensors)[0])
-                    leaf.set_shape(f.shape)  # decode_block checked the stored shapes
-                    if self.batched:
-                        leaf = _as_ragged_batch_element(leaf)
-                elif reshaped:  # the values (a row of a ragged batch) and the shape
-                    values = tf.raw_ops.RaggedTensorFromVariant(
-                        encoded_ragged=leaf, input_ragged_rank=0, output_ragged_rank=0,
-                        Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype).output_dense_values
+                if reshaped:  # the values, and the shape
+                    if f.encoding == "raw":  # the element's own bytes
+                        values = _bitcast(tf.io.decode_raw(leaf, f.dtype.raw_as,
+                                                           little_endian=True), f)
+                    else:  # a row of a ragged batch
+                        values = tf.raw_ops.RaggedTensorFromVariant(
+                            encoded_ragged=leaf, input_ragged_rank=0, output_ragged_rank=0,
+                            Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype
+                        ).output_dense_values
                     leaf = tf.reshape(values, next(tensors)[0])
                     leaf.set_shape(f.shape)  # decode_block checked the stored shapes
                     if self.batched:
