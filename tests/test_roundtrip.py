@@ -376,22 +376,25 @@ def _op_types(dataset) -> set:
         n.op for function in graph.library.function for n in function.node_def}
 
 
-@pytest.mark.parametrize("batch_size, joined", [(None, False), (2, False), ("[None, 3]", True)])
-def test_raw_values_of_unknown_shape_are_decoded_element_by_element(batch_size, joined, paths):
+@pytest.mark.parametrize("spec_shape, batch_size, joined", [
+    ([None, None, 3], None, False),  # element by element
+    ([None, None, 3], 2, False),  # batched, each element reshaped
+    ([None, 3], 2, True),  # batched whole blocks: no function for each element
+])
+def test_raw_values_of_unknown_shape_are_decoded_element_by_element(spec_shape, batch_size,
+                                                                     joined, paths):
     """Where load makes each element with a function anyway (components of unknown shape),
     raw values (uint8, float64, ...) are decoded there from the element's own bytes: joining
     a block's bytes, decoding them and taking rows out again copied every value twice more.
     Batched loads that need no function for each element ([None, 3]) decode whole blocks."""
-    spec_shape = [None, 3] if batch_size == "[None, 3]" else [None, None, 3]
     shapes = [(2, 3, 3), (0, 1, 3), (1, 2, 3)] if len(spec_shape) == 3 else [(2, 3), (0, 3)]
     dataset = generated([make_values("float64", shape, i) for i, shape in enumerate(shapes)],
                         tf.TensorSpec(spec_shape, tf.float64))
     super_serial.save(dataset, *paths)
-    options = {} if batch_size is None else {"batch_size": 2}
-    loaded = super_serial.load(*paths, **options)
+    loaded = super_serial.load(*paths, batch_size=batch_size)
     ops = _op_types(loaded)
     assert "DecodeRaw" in ops and ("ReduceJoin" in ops) == joined, sorted(ops)
-    assert_same_elements(dataset.ragged_batch(2) if options else dataset, loaded)
+    assert_same_elements(dataset.ragged_batch(2) if batch_size else dataset, loaded)
 
 
 def test_unknown_dims_bare_tensor(paths):
