@@ -2022,14 +2022,14 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     """Batches of the dataset as lists of components (one per feature) ready to encode, or
     with `small_reads` the small batches `_Merger` merges.
 
-    Dense lists (`[None]`) are batched as sparse tensors by `sparse_batch`, over windows of the
-    dataset, or over the dataset itself when it has no other component (windows cost as much
-    again): no function runs for each element. Not from pipelines that call one for each
-    element anyway (read in small reads, `_read_records`, unless `elements_per_batch` is
-    given), where a sparse tensor's indices
-    (an int64 for each dim and value) would be most of the memory: saving 1.5 GiB of audio
-    clips took a peak RSS growth of 389 MB so in reads of 32, 224 MB as ragged tensors and
-    1.2 times as fast. Otherwise they are batched as ragged tensors,
+    Dense lists of strings (`[None]`, `_sparse_batches`) are batched as sparse tensors by
+    `sparse_batch`, over windows of the dataset, or over the dataset itself when it has no
+    other component (windows cost as much again): no function runs for each element. Not from
+    pipelines that call one for each element anyway (read in small reads, `_read_records`,
+    unless `elements_per_batch` is given), where a sparse tensor's indices (an int64 for each
+    dim and value) would be most of the memory: saving 1.5 GiB of audio clips took a peak RSS
+    growth of 389 MB so in reads of 32, 224 MB as ragged tensors and 1.2 times as fast.
+    Otherwise dense components of unknown shape are batched as ragged tensors,
     as `ragged_batch` does but without its per-element tf.data map: those with an unknown dim
     besides the first are flattened first, with their shapes beside them unless the number of
     values gives the one unknown dim, so that every dim (a 7 after a 0, say) keeps its exact
@@ -2235,14 +2235,19 @@ def _sparse_batch(dataset, batch_records: int, spec) -> tf.data.Dataset:
 
 def _sparse_batches(features) -> bool:
     """Whether save batches the dense components of unknown shape with `sparse_batch`: when
-    all of them are lists (`[None]`). No function runs for each element then. Not for more
-    dims: TensorFlow's op keeps a row's dims in 16 bits and refuses a row of (k + 1) * 65,536
-    rows of k values or more (TF 2.21; a stereo clip of 4.5 s), and the indices, an int64 per
-    dim and value, cost more than the per-element map they save where rows are wide (140
-    against 54 ms for 1,500 elements of about 64 rows of 64). Saves of 20,000 `[None, 2]` of
-    1-3 rows took 66 against 40 ms so, and `tf.data.Dataset.save` 103 ms."""
+    all of them are lists (`[None]`) of strings. No function runs for each element then, but
+    the op writes two int64 indices for each value, 16 bytes, which a string (32 bytes in
+    TensorFlow, more when long) outweighs. For numbers they are 2 to 16 times the values
+    themselves: 600 cached float32 clips of about 200,000 values (481 MB) saved in 7.5-8.0 s
+    so, with 2.4 GB of peak memory growth, against 0.93 s and 12 MB as ragged rows taken out
+    one by one (`tf.data`: 1.1-1.3 s, 1 MB). As ragged rows, 20,000 cached lists of 1-3
+    float32 took 70 against 37 ms (`tf.data` 78), 2,500 of about 500 values 24 against 20 ms
+    (`tf.data` 23); int64 token lists about as long either way. Not for more dims either:
+    TensorFlow's op keeps a row's dims in 16 bits and refuses a row of (k + 1) * 65,536 rows
+    of k values or more (TF 2.21; a stereo clip of 4.5 s)."""
     varshape = [f for f in features if f.dense_unknown]
-    return bool(varshape) and all(len(f.shape) == 1 for f in varshape)
+    return bool(varshape) and all(len(f.shape) == 1 and f.dtype.name == "string"
+                                  for f in varshape)
 
 
 # Datasets that hand on their input's elements as they are, and those that make them anew

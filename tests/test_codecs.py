@@ -468,9 +468,9 @@ def test_long_lists_roundtrip(data, dtype):
     _assert_same(fixed, _roundtrip(fixed))
     varying = tf.data.Dataset.from_generator(
         lambda: (row[:len(row) - i] for i, row in enumerate(batch)),
-        output_signature=tf.TensorSpec([None], tf.as_dtype(dtype)))
-    _assert_same(varying, _roundtrip(varying))
-    # beside another component (sparse_batch over windows), and ragged (values per element)
+        output_signature=tf.TensorSpec([None], tf.as_dtype(dtype))).cache()
+    _assert_same(varying, _roundtrip(varying))  # strings by sparse_batch, numbers as rows
+    # beside another component (strings by sparse_batch over windows), and ragged
     labelled = tf.data.Dataset.zip(varying, tf.data.Dataset.range(3))
     _assert_same(labelled, _roundtrip(labelled))
     rows = tf.RaggedTensor.from_row_lengths(tf.reshape(_tensor(batch, dtype), [-1]),
@@ -481,9 +481,9 @@ def test_long_lists_roundtrip(data, dtype):
 
 
 def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
-    """Fixed shapes, sparse batches (alone or over windows) and ragged components all hand
-    their long integer lists to `_tf_lists`, and to NumPy short ones and those whose values all
-    have their varints in `_varint_table`."""
+    """Fixed shapes, lists of unknown length (alone or beside another component) and ragged
+    components all hand their long integer lists to `_tf_lists`, and to NumPy short ones and
+    those whose values all have their varints in `_varint_table`."""
     calls = []
     tf_lists = core._tf_lists
     monkeypatch.setattr(core, "_tf_lists", lambda *a: calls.append(a[0]) or tf_lists(*a))
@@ -497,8 +497,8 @@ def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
                                                                        long, long])
     datasets = {
         "fixed": tf.data.Dataset.from_tensor_slices(batch),
-        "sparse": varying,
-        "windows": tf.data.Dataset.zip(varying, tf.data.Dataset.range(3)),
+        "lists": varying,
+        "lists beside another": tf.data.Dataset.zip(varying, tf.data.Dataset.range(3)),
         "ragged": tf.data.Dataset.from_tensor_slices(
             tf.RaggedTensor.from_row_lengths(rows, [2, 2, 2])),
         "short": tf.data.Dataset.from_tensor_slices(batch[:, :long - 1]),
@@ -507,7 +507,7 @@ def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
         "fixed, from the table's size": tf.data.Dataset.from_tensor_slices(
             np.arange(3 * 2 * long).reshape(3, 2 * long) + core._VARINT_TABLE),
         "fixed, negative": tf.data.Dataset.from_tensor_slices(-batch - 1),
-        "sparse, in the table": varying.map(lambda row: row % core._VARINT_TABLE),
+        "lists, in the table": varying.map(lambda row: row % core._VARINT_TABLE),
         "ragged, in the table": tf.data.Dataset.from_tensor_slices(
             tf.RaggedTensor.from_row_lengths(rows % core._VARINT_TABLE, [2, 2, 2])),
     }

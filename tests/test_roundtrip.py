@@ -322,11 +322,10 @@ def test_wide_rows_of_unknown_shape_are_taken_out_one_by_one(case, source, tmp_p
         super_serial.save(dataset, tfrecord, **options)
         files[name] = (tmp_path / name / "d.tfrecord").read_bytes()
         assert_same_elements(dataset, super_serial.load(tfrecord))
-    if case == "None" and source == "cache":  # lists of a cheap pipeline: `sparse_batch`
-        assert taken_apart == []
-    else:  # each read (of 4), for each component; then none, as no row is wide enough
-        assert taken_apart == [wide for wide in [True, False, True, False]
-                               for _ in VARSHAPE_DTYPES] + [False] * 4 * len(VARSHAPE_DTYPES)
+    # each read (of 4), for each component; then none, as no row is wide enough. Lists of a
+    # cache too: only lists of strings alone go to `sparse_batch`
+    assert taken_apart == [wide for wide in [True, False, True, False]
+                           for _ in VARSHAPE_DTYPES] + [False] * 4 * len(VARSHAPE_DTYPES)
     assert files["one_by_one"] == files["whole"]
 
 
@@ -335,7 +334,7 @@ def test_a_read_of_narrow_rows_is_decoded_whole_despite_a_wide_one(tmp_path, mon
     one wide row first made a read of 8,192 narrow rows, taken out one by one, 10 times as
     slow to save."""
     monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
-    # [None, 1]: read through the flattening map (lists of a cache go to `sparse_batch`)
+    # [None, 1]: read through the flattening map, as lists of numbers are
     shapes = [(50, 1), (1, 1), (1, 1), (9, 1)] + [(1, 1)] * 36  # looked at: 50, 1, 1, 1 values
     dataset = generated([make_values("float32", shape, i) for i, shape in enumerate(shapes)],
                         tf.TensorSpec([None, 1], tf.float32)).cache()
@@ -348,12 +347,17 @@ def test_a_read_of_narrow_rows_is_decoded_whole_despite_a_wide_one(tmp_path, mon
     assert_same_elements(dataset, super_serial.load(str(tmp_path / "d.tfrecord")))
 
 
-def test_wide_rows_taken_out_one_by_one_are_not_copied(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cached", [False, True])
+def test_wide_rows_taken_out_one_by_one_are_not_copied(tmp_path, monkeypatch, cached):
     """Rows of raw or float values taken out one by one are written from the buffers read,
-    without a copy of the read's values (TensorFlow's batched decoding made one)."""
+    without a copy of the read's values (TensorFlow's batched decoding made one). Lists of
+    a cache too: `sparse_batch` copied them, with two int64 indices for each value (600
+    cached clips of 0.8 MB grew peak memory by 2.4 GB)."""
     monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
     dataset = generated([np.arange(10 + i, dtype=np.float32) for i in range(3)],
                         tf.TensorSpec([None], tf.float32))
+    if cached:
+        dataset = dataset.cache()
     read_rows = []
     one_by_one = core._rows_one_by_one
     monkeypatch.setattr(core, "_rows_one_by_one", lambda spec, tensor: (
@@ -1000,8 +1004,10 @@ def test_save_prefetches_batches_only_when_there_are_several(elements, prefetche
 
 @pytest.mark.parametrize("dense_unknown, expected", [
     (None, []),
-    ("[None]", ["window"]),  # the number of values gives the shape: sparse_batch over windows
-    ("only [None]", ["sparse_batch"]),  # the only component: sparse_batch, no windows
+    ("[None] strings", ["window"]),  # strings, whose number gives the shape: sparse_batch
+    ("only [None] strings", ["sparse_batch"]),  # the only component: sparse_batch, no windows
+    ("[None]", ["inline"]),  # numbers: sparse_batch's indices would be 2-16 times their bytes
+    ("only [None]", ["inline"]),
     ("[None, None]", ["inline"]),  # needs each shape: an inline map
     ("[None] uncached", ["inline"]),  # read a few at a time: as ragged, not sparse, tensors
     ("[None] uncached, elements_per_batch", ["inline"]),  # the same, read as many as given
@@ -1015,11 +1021,18 @@ def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
     own inline map. batch takes ragged components of ragged rank 0 as they are. (The datasets
     are cached, as arrays in memory are read: the map before would make save read them a few
     at a time, `_READ_COSTLY`, and a sparse tensor's indices would be most of their memory.)
+    Lists of numbers go through the inline map too: the indices take 16 bytes a value.
     """
     columns = {"r": tf.ragged.constant([[1, 2], [], [3], [4, 5, 6]]), "x": np.arange(4.0)}
     dataset = tf.data.Dataset.from_tensor_slices(columns)
     assert dataset.element_spec["r"].ragged_rank == 0
-    if (dense_unknown or "").startswith("[None]"):
+    if dense_unknown == "[None] strings":  # without "r", which the map makes a list of numbers
+        dataset = dataset.map(lambda e: {"x": e["x"], "d": tf.strings.as_string(
+            tf.range(tf.cast(e["x"], tf.int32)))})
+    elif dense_unknown == "only [None] strings":
+        dataset = dataset.map(lambda e: {"d": tf.strings.as_string(
+            tf.range(tf.cast(e["x"], tf.int32)))})
+    elif (dense_unknown or "").startswith("[None]"):
         dataset = dataset.map(lambda e: {**e, "d": tf.range(tf.cast(e["x"], tf.int32))})
     elif dense_unknown == "[None, 2]":
         dataset = dataset.map(lambda e: {**e, "d": tf.zeros([tf.cast(e["x"], tf.int32), 2])})
@@ -1190,8 +1203,8 @@ def test_elements_of_varying_shape_against_a_fixed_spec_are_refused(tmp_path, pa
         x = tf.numpy_function(lambda i: np.zeros([i], np.float32), [i], tf.float32)
         x.set_shape([2])
         extra = {"other": tf.zeros([3])} if other else {}
-        if source == "cached, beside a list":
-            extra["list"] = tf.range(i)
+        if source == "cached, beside a list":  # of strings, read over windows
+            extra["list"] = tf.strings.as_string(tf.range(i))
         return {"wave": x, "label": i, **extra}
 
     dataset = tf.data.Dataset.range(4).map(element)
@@ -1230,12 +1243,17 @@ def test_a_misshapen_element_names_its_own_feature(tmp_path, paths, bad, other_k
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("dtype", ["string", "float32"])
 @pytest.mark.parametrize("structure", ["bare", "two lists"])
-def test_lists_that_do_not_fit_their_spec_name_the_feature(tmp_path, paths, structure):
-    """`sparse_batch` reads cached `[None]` lists, alone or over windows, and its error names
-    no component: save names the one list there is, or lists those it may be."""
+def test_lists_that_do_not_fit_their_spec_name_the_feature(tmp_path, paths, structure, dtype):
+    """`sparse_batch` reads cached `[None]` lists of strings, alone or over windows, and its
+    error names no component: save names the one list there is, or lists those it may be.
+    Lists of numbers go through save's flattening map, whose error names the feature."""
+    values = (np.full([2, 2], b"w", object) if dtype == "string"
+              else np.zeros([2, 2], np.float32))
+
     def clip(i):
-        x = tf.numpy_function(lambda i: np.zeros([2, 2], np.float32), [i], tf.float32)
+        x = tf.numpy_function(lambda i: values, [i], tf.as_dtype(dtype))
         x.set_shape([None])
         return x
 
@@ -1243,9 +1261,10 @@ def test_lists_that_do_not_fit_their_spec_name_the_feature(tmp_path, paths, stru
         dataset, named = tf.data.Dataset.range(4).map(clip), "feature 'tensor'"
     else:
         dataset = tf.data.Dataset.range(4).map(lambda i: {"a": clip(i), "b": clip(i)})
-        named = "one of the features 'a', 'b'"
+        named = "one of the features 'a', 'b'" if dtype == "string" else "feature 'a'"
+    joined = ", where" if dtype == "string" else ":"  # TensorFlow's message, or the map's
     with pytest.raises(SchemaError, match=re.escape(
-            f"{paths[0]}: nothing was saved: {named}: an element came as shape [2, 2], where "
+            f"{paths[0]}: nothing was saved: {named}: an element came as shape [2, 2]{joined} "
             "its element_spec gives [None]")):
         super_serial.save(dataset.cache(), *paths)
     _nothing_written(tmp_path)
@@ -1345,13 +1364,13 @@ def test_a_failure_reading_the_error_leaves_the_error_itself(tmp_path, paths, mo
 
     monkeypatch.setattr(core, "_misshapen", broken)
 
-    def clip(i):
-        x = tf.numpy_function(lambda i: np.zeros([2, 2], np.float32), [i], tf.float32)
+    def words(i):  # string lists of a cache: read by `sparse_batch`
+        x = tf.numpy_function(lambda i: np.full([2, 2], b"w", object), [i], tf.string)
         x.set_shape([None])
         return x
 
     with pytest.raises(tf.errors.InvalidArgumentError, match="incompatible with the row shape"):
-        super_serial.save(tf.data.Dataset.range(4).map(clip).cache(), *paths)
+        super_serial.save(tf.data.Dataset.range(4).map(words).cache(), *paths)
     _nothing_written(tmp_path)
 
 
@@ -1752,11 +1771,16 @@ def _batching_datasets() -> dict:
     sizes = [3, 0, 70, 1, 5, 2, 9]
     varying = generated([np.arange(n, dtype=np.int64) for n in sizes],
                         tf.TensorSpec([None], tf.int64))
+    # lists of strings of a cache: `sparse_batch` (lists of numbers go through the map)
+    words = generated([np.array([b"w%d" % i for i in range(n)], object) for n in sizes],
+                      tf.TensorSpec([None], tf.string)).cache()
     return {
         "fixed": tf.data.Dataset.from_tensor_slices(
             {"x": np.arange(14.0).reshape(7, 2), "s": [b"a", b"", b"ccc"] * 2 + [b"d"]}),
-        "sparse_batch": varying,
-        "windows": tf.data.Dataset.zip(varying, tf.data.Dataset.range(7)),
+        "lists": varying,
+        "cached lists": varying.cache(),
+        "sparse_batch": words,
+        "windows": tf.data.Dataset.zip(words, tf.data.Dataset.range(7)),
         "inline": generated([np.zeros((n % 3, n), np.float32) for n in sizes],
                             tf.TensorSpec([None, None], tf.float32)),
         "ragged": tf.data.Dataset.from_tensor_slices(tf.ragged.constant(
