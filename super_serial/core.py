@@ -2235,14 +2235,17 @@ def _sparse_batch(dataset, batch_records: int, spec) -> tf.data.Dataset:
 
 def _sparse_batches(features) -> bool:
     """Whether save batches the dense components of unknown shape with `sparse_batch`: when
-    all of them are lists (`[None]`) of strings. No function runs for each element then, but
-    the op writes two int64 indices for each value, 16 bytes, which a string (32 bytes in
-    TensorFlow, more when long) outweighs. For numbers they are 2 to 16 times the values
-    themselves: 600 cached float32 clips of about 200,000 values (481 MB) saved in 7.5-8.0 s
-    so, with 2.4 GB of peak memory growth, against 0.93 s and 12 MB as ragged rows taken out
-    one by one (`tf.data`: 1.1-1.3 s, 1 MB). As ragged rows, 20,000 cached lists of 1-3
-    float32 took 70 against 37 ms (`tf.data` 78), 2,500 of about 500 values 24 against 20 ms
-    (`tf.data` 23); int64 token lists about as long either way. Not for more dims either:
+    all of them are lists (`[None]`) of strings (a list of strings beside a list of numbers
+    goes through the map with it). No function runs for each element then, but the op writes
+    two int64 indices for each value, 16 bytes, less than a string takes in TensorFlow (24
+    bytes, more when long). For numbers they are 1 to 16 times the values themselves
+    (complex128 to uint8 and bool): 600 cached float32 clips of about 200,000 values (481 MB)
+    saved in 7.5-8.0 s so, with 2.4 GB of peak memory growth, against 0.93 s and 12 MB as
+    ragged rows taken out one by one (`tf.data`: 1.1-1.3 s, 1 MB). Short lists pay for the
+    map: 20,000 cached lists of 1-3 float32 took 51-70 against 30-37 ms (`tf.data` 78-81),
+    2,500 of about 500 values 24-38 against 20-28 ms (`tf.data` 23-27), 20,000 of 20-80
+    int64 83 against 67 ms (`tf.data` 62), and beside a string id 113 against 97. Not for
+    more dims either:
     TensorFlow's op keeps a row's dims in 16 bits and refuses a row of (k + 1) * 65,536 rows
     of k values or more (TF 2.21; a stereo clip of 4.5 s)."""
     varshape = [f for f in features if f.dense_unknown]
