@@ -1818,6 +1818,44 @@ def test_elements_per_batch_writes_the_same_files(name, elements_per_batch, num_
     assert_same_elements(dataset, super_serial.load(str(small / "d.tfrecord")))
 
 
+@pytest.mark.parametrize("dtype", ["int16", "int64", "bool", "float32", "uint8"])
+def test_reads_of_many_numbers_are_encoded_a_slice_at_a_time(dtype, tmp_path, monkeypatch):
+    """A read sized from the spec's guess (64 values an unknown dim) that holds far more
+    numbers is encoded and written in slices of about `_TARGET_BATCH_BYTES` (integers counted
+    as the int64 they are stored as): 200 cached int16 clips of 200,000 values were encoded
+    at once, 522 MB of varints and sums, against 37 MB so. Every kind of component is sliced
+    alike (fixed, ragged, rows taken out one by one, values flattened beside their shapes),
+    and the files are those of a batch encoded whole. Not with `elements_per_batch`, which
+    encodes exactly that many. (Scaled down: slices of 128 bytes, rows of 6 values or more wide.)"""
+    monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    sizes = [40, 7, 0, 33, 12, 40, 9, 25, 40, 18, 6, 31]
+    elements = [{"clip": make_values(dtype, (n,), i), "label": np.int64(i),
+                 "frames": make_values(dtype, (n % 4, 3 - i % 2), i),
+                 "r": tf.ragged.constant([[i] * (n % 5), [1]], tf.int64)}
+                for i, n in enumerate(sizes)]
+    spec = {"clip": tf.TensorSpec([None], tf.as_dtype(dtype)),
+            "label": tf.TensorSpec([], tf.int64),
+            "frames": tf.TensorSpec([None, None], tf.as_dtype(dtype)),
+            "r": tf.RaggedTensorSpec([2, None], tf.int64, 1)}
+    dataset = tf.data.Dataset.from_generator(
+        lambda: ({**e, "r": e["r"]} for e in elements), output_signature=spec).cache()
+    files, calls = {}, {}
+    encode = core._encode_records
+    for name, target, options in [("whole", core._TARGET_BATCH_BYTES, {}), ("sliced", 128, {}),
+                                  ("given", 128, {"elements_per_batch": 12})]:
+        monkeypatch.setattr(core, "_TARGET_BATCH_BYTES", target)
+        calls[name] = []
+        monkeypatch.setattr(core, "_encode_records", lambda features, leaves, rows, _c=calls[name]:
+                            _c.append(rows) or encode(features, leaves, rows))
+        tfrecord = tmp_path / name / "d.tfrecord"
+        super_serial.save(dataset, str(tfrecord), **options)
+        files[name] = tfrecord.read_bytes()
+        assert_same_elements(dataset, super_serial.load(str(tfrecord)))
+    assert calls["whole"] == calls["given"] == [12]
+    assert len(calls["sliced"]) >= 3 and sum(calls["sliced"]) == 12, calls["sliced"]
+    assert files["sliced"] == files["whole"] == files["given"]
+
+
 def test_batches_far_larger_than_meant_warn_once(tmp_path, monkeypatch):
     """Strings so long that the fewest elements save reads at a time (256, where the spec
     cannot tell their size) come to more than four times the bytes meant: save warns, once,
