@@ -1497,8 +1497,8 @@ def save(
         small number for elements of unknown shape far larger than that which are read
         afresh for each batch (a file cache of long audio clips), whose batches would
         otherwise take that much more memory (`save` warns when a batch passes 64 MiB). The
-        files do not change. At most the dataset's size is used; more than 1,048,576 elements (of a
-        dataset larger than that, or of unknown size) is a ValueError.
+        files do not change. At most the dataset's size is used; more than 1,048,576
+        elements (of a dataset larger than that, or of unknown size) is a ValueError.
 
     Returns:
       The header that was written, as a dict.
@@ -2292,9 +2292,8 @@ def _sparse_batches(features) -> bool:
     map: 20,000 cached lists of 1-3 float32 took 51-70 against 30-37 ms (`tf.data` 78-81),
     2,500 of about 500 values 24-38 against 20-28 ms (`tf.data` 23-27), 20,000 of 20-80
     int64 83 against 67 ms (`tf.data` 62), and beside a string id 113 against 97. Not for
-    more dims either:
-    TensorFlow's op keeps a row's dims in 16 bits and refuses a row of (k + 1) * 65,536 rows
-    of k values or more (TF 2.21; a stereo clip of 4.5 s)."""
+    more dims either: TensorFlow's op keeps a row's dims in 16 bits and refuses a row of
+    (k + 1) * 65,536 rows of k values or more (TF 2.21; a stereo clip of 4.5 s)."""
     varshape = [f for f in features if f.dense_unknown]
     return bool(varshape) and all(len(f.shape) == 1 and f.dtype.name == "string"
                                   for f in varshape)
