@@ -1006,7 +1006,7 @@ def test_save_prefetches_batches_only_when_there_are_several(elements, prefetche
     (None, []),
     ("[None] strings", ["window"]),  # strings, whose number gives the shape: sparse_batch
     ("only [None] strings", ["sparse_batch"]),  # the only component: sparse_batch, no windows
-    ("[None]", ["inline"]),  # numbers: sparse_batch's indices would be 2-16 times their bytes
+    ("[None]", ["inline"]),  # numbers: sparse_batch's indices would be 1-16 times their bytes
     ("only [None]", ["inline"]),
     ("[None, None]", ["inline"]),  # needs each shape: an inline map
     ("[None] uncached", ["inline"]),  # read a few at a time: as ragged, not sparse, tensors
@@ -1837,8 +1837,7 @@ def test_reads_of_many_numbers_are_encoded_a_slice_at_a_time(dtype, tmp_path, mo
             "label": tf.TensorSpec([], tf.int64),
             "frames": tf.TensorSpec([None, None], tf.as_dtype(dtype)),
             "r": tf.RaggedTensorSpec([2, None], tf.int64, 1)}
-    dataset = tf.data.Dataset.from_generator(
-        lambda: ({**e, "r": e["r"]} for e in elements), output_signature=spec).cache()
+    dataset = generated(elements, spec).cache()
     files, calls = {}, {}
     encode = core._encode_records
     for name, target, options in [("whole", core._TARGET_BATCH_BYTES, {}), ("sliced", 128, {}),
