@@ -1200,7 +1200,7 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
         return _wrap(b"\x0a", [_Strings(data, np.diff(splits) * values[0].dtype.itemsize)],
                      rows)
     if isinstance(values, list):  # integers (`_Rows`): a slice of rows at a time (`_slices`)
-        values = tf.concat(values, 0)
+        values = tf.concat(values, 0)  # tensors, or views of a read merged with them
     tensor, long = values, False
     if isinstance(values, tf.Tensor):  # of any shape
         long = encoding in _TF_LIST_VALUES and _long_lists(encoding, values, splits, rows)
@@ -1352,7 +1352,7 @@ def _flat_and_splits(leaf) -> tuple:
     """A batch of rows of one unknown dim (a ragged tensor, or `_Rows`): its values (flat
     values, or the rows' list), and where each row's values start in them, flattened."""
     if isinstance(leaf, _Rows):
-        sizes = [v.size for v in leaf.values]
+        sizes = [math.prod(v.shape) for v in leaf.values]
         return leaf.values, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
     flat = leaf.flat_values
     return flat, leaf.row_splits.numpy() * math.prod(flat.shape[1:])
@@ -1621,6 +1621,10 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
     files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, planned.compression,
                          block_records)
     meter = _Progress("save", "elements", cardinality, enabled=progress)
+    # Rows taken out one by one where elements are in memory already (arrays, a cache() in
+    # memory) are views of that memory, and their batch is encoded a slice at a time: it
+    # takes little memory of its own, however large
+    held = not _costly_elements(dataset) and not _any_upstream(dataset, _file_cache)
     try:
         written, warned = 0, elements_per_batch is not None
         for leaves in batches:
@@ -1633,7 +1637,8 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             nbytes = files.bytes_written - before
             batches.encoded(rows, nbytes)
             # One element that large needs no smaller batches, and no option bounds it
-            if not warned and nbytes > _OVERSIZED_BATCH_BYTES and rows > 1:
+            if (not warned and nbytes > _OVERSIZED_BATCH_BYTES and rows > 1
+                    and not (held and _has_rows(leaves))):
                 warned = True
                 _warn_oversized(tfrecord_path, rows, nbytes)
             meter.update(written, files.bytes_written)
@@ -1658,35 +1663,57 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
 
 
 def _slices(leaves: list, rows: int) -> list:
-    """A batch read as (leaves, rows) slices of about `_TARGET_BATCH_BYTES` of numbers each,
-    encoded and written one after another: a read sized from the spec's guess of 64 values an
-    unknown dim can hold far more (200 cached int16 clips of 200,000 values in one read: its
-    varints, their lengths and their sums took 522 MB at once, and 1.31 s against 0.53 in
-    batches of 8). Strings count none (slicing them would copy them), and batches with lists
-    of strings (`sparse_batch`, whose numbers are never more than the spec's guess) are not
-    sliced."""
+    """A batch read as (leaves, rows) slices of consecutive rows, each of at most about
+    `_TARGET_BATCH_BYTES` of numbers (or one row), encoded and written one after another,
+    where the read holds twice that or more: a read sized from the spec's guess of 64 values
+    an unknown dim can hold far more (200 cached int16 clips of 200,000 values in one read:
+    its varints, their lengths and their sums took 522 MB at once, and 1.31 s against 0.53
+    in batches of 8). Cut by each row's bytes, so that wide rows side by side (a dataset
+    sorted by length) are spread over slices too. Strings count none (slicing them would
+    copy them), and batches with lists of strings (`sparse_batch`) are not sliced."""
     if rows < 2 or any(isinstance(leaf, tf.SparseTensor) for leaf in leaves):
         return [(leaves, rows)]
-    count = min(rows, sum(_number_bytes(leaf) for leaf in leaves) // _TARGET_BATCH_BYTES)
-    if count < 2:
+    ends = np.cumsum(sum(_number_bytes(leaf, rows) for leaf in leaves))
+    if ends[-1] < 2 * _TARGET_BATCH_BYTES:
         return [(leaves, rows)]
-    cuts = [rows * k // count for k in range(count + 1)]
+    # after the row that brings a slice past the target, and never two cuts in one place
+    bounds = np.arange(_TARGET_BATCH_BYTES, ends[-1], _TARGET_BATCH_BYTES)
+    inner = np.unique(np.searchsorted(ends, bounds, side="left") + 1).tolist()
+    cuts = [0, *(cut for cut in inner if 0 < cut < rows), rows]
     return [([_row_slice(leaf, a, b) for leaf in leaves], b - a)
             for a, b in zip(cuts, cuts[1:])]
 
 
-def _number_bytes(leaf) -> int:
-    """The bytes of a batched component's numbers (`_batches_for_encoding`), integers stored
-    as int64 counted as such (encoding them takes that much again); strings count none."""
+def _number_bytes(leaf, rows: int) -> np.ndarray:
+    """The bytes of each row's numbers in a batched component (`_batches_for_encoding`),
+    integers stored as int64 counted as such (encoding them takes that much again); strings
+    count none."""
     if isinstance(leaf, tuple):  # flattened values and their shapes
-        return sum(_number_bytes(part) for part in leaf)
+        return sum(_number_bytes(part, rows) for part in leaf)
     if isinstance(leaf, _Rows):
-        count, dtype = sum(row.size for row in leaf.values), tf.as_dtype(leaf.values[0].dtype)
+        counts = np.array([math.prod(row.shape) for row in leaf.values], np.int64)
+        dtype = tf.as_dtype(leaf.values[0].dtype)
+    elif isinstance(leaf, tf.RaggedTensor):  # each row's flat values, through every level
+        starts = leaf.row_splits.numpy()
+        for splits in leaf.nested_row_splits[1:]:
+            starts = splits.numpy()[starts]
+        values = leaf.flat_values
+        counts, dtype = np.diff(starts) * math.prod(values.shape[1:]), values.dtype
     else:
-        values = leaf.flat_values if isinstance(leaf, tf.RaggedTensor) else leaf
-        count, dtype = values.shape.num_elements(), values.dtype
+        counts = np.full(rows, math.prod(leaf.shape[1:]), np.int64)
+        dtype = leaf.dtype
     encoding = _DTYPES[dtype.name].encoding
-    return 0 if encoding == "bytes" else count * (8 if encoding == "int64" else dtype.size)
+    return counts * (0 if encoding == "bytes" else 8 if encoding == "int64" else dtype.size)
+
+
+def _has_rows(leaves: list) -> bool:
+    """Whether a batch holds rows taken out one by one (`_Rows`, also beside their shapes)."""
+    return any(isinstance(part, _Rows) for leaf in leaves
+               for part in (leaf if isinstance(leaf, tuple) else [leaf]))
+
+
+def _file_cache(dataset) -> bool:
+    return type(dataset).__name__ == "CacheDataset" and bool(dataset._filename.numpy())
 
 
 def _row_slice(leaf, start: int, end: int):
@@ -1826,9 +1853,10 @@ _LOADED: weakref.WeakSet = weakref.WeakSet()
 def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
     """Batches are sized from the element spec (`_element_values`), which cannot tell how large
     an unknown dim is, or merged from small batches read where it is a guess (`_Merger`): a
-    batch far larger than meant is one of large elements of unknown shape from memory or a
-    cache, or one small batch of very long strings or very large elements, and memory grows
-    with it. Says so once a save, with the option that bounds it."""
+    batch far larger than meant is one of large elements of unknown shape from a file cache
+    (or from memory, but for rows taken out one by one, `_save_records`), or one small batch
+    of very long strings or very large elements, and memory grows with it. Says so once a
+    save, with the option that bounds it."""
     suggested = max(1, rows * _TARGET_BATCH_BYTES // nbytes)
     warnings.warn(
         f"save {tfrecord_path}: a batch of {rows:,} elements came to {nbytes / 2**20:,.0f} MiB, "
@@ -2214,11 +2242,12 @@ def _read_part(spec, tensor, rows: bool = False):
 def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor) -> _RaggedRead | None:
     """A read of rows (a variant each, `_flattening`) taken out one by one, if its rows have
     `_ROW_BY_ROW_VALUES` values or more, as up to four of them spread over the read tell (the
-    lower of their middle two): as a list of the rows where they lie (read-only NumPy views),
-    which the encodings that write values as they are write from there, and the others
-    concatenate a slice of rows at a time (`_slices`). None for narrower rows: one wide row
-    among narrow ones must not send a read of thousands of rows one by one (10 times
-    slower)."""
+    lower of their middle two): as a list of the rows where they lie, read-only NumPy views
+    for the encodings that write values as they are, and the tensors read for integers,
+    which `_encode_list` joins a slice of rows at a time (`_slices`); strings joined at once
+    (as NumPy rows they would be Python strings: 400 rows of 9,000-14,000 tokens saved 3
+    times as slowly). None for narrower rows: one wide row among narrow ones must not send a
+    read of thousands of rows one by one (10 times slower)."""
     def row(variant):
         return tf.raw_ops.RaggedTensorFromVariant(
             encoded_ragged=variant, input_ragged_rank=0, output_ragged_rank=0,
@@ -2232,7 +2261,10 @@ def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor) -> _RaggedRea
     values = [row(v) for v in tf.unstack(tensor)]
     splits = np.zeros(len(values) + 1, np.int64)
     np.cumsum([v.shape[0] for v in values], out=splits[1:])
-    return _RaggedRead([splits], [_read_only(np.asarray(v)) for v in values])
+    encoding = _DTYPES[spec.dtype.name].encoding
+    if encoding in ("float", "raw"):
+        return _RaggedRead([splits], [_read_only(np.asarray(v)) for v in values])
+    return _RaggedRead([splits], tf.concat(values, 0) if encoding == "bytes" else values)
 
 
 class _Rows:

@@ -1855,6 +1855,51 @@ def test_reads_of_many_numbers_are_encoded_a_slice_at_a_time(dtype, tmp_path, mo
     assert files["sliced"] == files["whole"] == files["given"]
 
 
+@pytest.mark.parametrize("dtype", ["int16", "float32", "string"])
+def test_slices_are_cut_by_bytes_where_wide_rows_sit_together(dtype, tmp_path, monkeypatch):
+    """Slices were cut every so many rows, so the wide rows of a read sorted by length all
+    fell in its first slice, as large as the read. Each wide row is a slice of its own here;
+    the narrow ones make one. Strings count no bytes: their read is not sliced. (Slices of
+    1 kB; rows of 6 values or more are taken out one by one.)"""
+    monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    sizes = [400, 400, 400, 400] + [1] * 20  # 1,600 or 3,200 bytes (integers as int64)
+    dataset = generated([make_values(dtype, (n,), i) for i, n in enumerate(sizes)],
+                        tf.TensorSpec([None], tf.as_dtype(dtype))).cache()
+    files, calls = {}, {}
+    encode = core._encode_records
+    for name, target in [("whole", core._TARGET_BATCH_BYTES), ("sliced", 1024)]:
+        monkeypatch.setattr(core, "_TARGET_BATCH_BYTES", target)
+        calls[name] = []
+        monkeypatch.setattr(core, "_encode_records", lambda features, leaves, rows, _c=calls[name]:
+                            _c.append(rows) or encode(features, leaves, rows))
+        tfrecord = tmp_path / name / "d.tfrecord"
+        super_serial.save(dataset, str(tfrecord))
+        files[name] = tfrecord.read_bytes()
+    assert calls["whole"] == [24]
+    assert calls["sliced"] == ([24] if dtype == "string" else [1, 1, 1, 1, 20])
+    assert files["sliced"] == files["whole"]
+    assert_same_elements(dataset, super_serial.load(str(tmp_path / "sliced" / "d.tfrecord")))
+
+
+@pytest.mark.parametrize("cache", ["memory", "file"])
+def test_wide_rows_of_memory_do_not_warn_of_memory(cache, tmp_path, monkeypatch):
+    """Rows taken out one by one from elements in memory (a cache()) are views of that memory,
+    and the batch takes none of its own: the warning that memory grows with batches that size
+    (and its elements_per_batch) was wrong there. A file cache reads its elements afresh for
+    each batch, so there it still warns. (Scaled down: a warning from 20 kB.)"""
+    monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    monkeypatch.setattr(core, "_OVERSIZED_BATCH_BYTES", 20_000)
+    dataset = generated([np.full(1_000 + i, i, np.float32) for i in range(10)],
+                        tf.TensorSpec([None], tf.float32))  # 40 kB in one read
+    dataset = dataset.cache(str(tmp_path / "cache") if cache == "file" else "")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        super_serial.save(dataset, str(tmp_path / "d.tfrecord"))
+    messages = [str(w.message) for w in caught if "elements_per_batch=" in str(w.message)]
+    assert len(messages) == (cache == "file"), messages
+    assert_same_elements(dataset, super_serial.load(str(tmp_path / "d.tfrecord")))
+
+
 def test_batches_far_larger_than_meant_warn_once(tmp_path, monkeypatch):
     """Strings so long that the fewest elements save reads at a time (256, where the spec
     cannot tell their size) come to more than four times the bytes meant: save warns, once,
