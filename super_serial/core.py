@@ -1621,10 +1621,6 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
     files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, planned.compression,
                          block_records)
     meter = _Progress("save", "elements", cardinality, enabled=progress)
-    # Rows taken out one by one where elements are in memory already (arrays, a cache() in
-    # memory) are views of that memory, and their batch is encoded a slice at a time: it
-    # takes little memory of its own, however large
-    held = not _costly_elements(dataset) and not _any_upstream(dataset, _file_cache)
     try:
         written, warned = 0, elements_per_batch is not None
         for leaves in batches:
@@ -1638,7 +1634,7 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             batches.encoded(rows, nbytes)
             # One element that large needs no smaller batches, and no option bounds it
             if (not warned and nbytes > _OVERSIZED_BATCH_BYTES and rows > 1
-                    and not (held and _has_rows(leaves))):
+                    and not (_has_rows(leaves) and _holds_elements(dataset))):
                 warned = True
                 _warn_oversized(tfrecord_path, rows, nbytes)
             meter.update(written, files.bytes_written)
@@ -1712,8 +1708,13 @@ def _has_rows(leaves: list) -> bool:
                for part in (leaf if isinstance(leaf, tuple) else [leaf]))
 
 
-def _file_cache(dataset) -> bool:
-    return type(dataset).__name__ == "CacheDataset" and bool(dataset._filename.numpy())
+def _holds_elements(dataset) -> bool:
+    """Whether the pipeline holds its elements in memory already (arrays, a cache() in
+    memory: no function for each element, no file cache). Rows taken out one by one from
+    there are views of that memory, and their batch is encoded a slice at a time: it takes
+    little memory of its own, however large."""
+    return not _costly_elements(dataset) and not _any_upstream(dataset, lambda d: (
+        type(d).__name__ == "CacheDataset" and bool(d._filename.numpy())))
 
 
 def _row_slice(leaf, start: int, end: int):
