@@ -1855,7 +1855,7 @@ def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
     """Batches are sized from the element spec (`_element_values`), which cannot tell how large
     an unknown dim is, or merged from small batches read where it is a guess (`_Merger`): a
     batch far larger than meant is one of large elements of unknown shape from a file cache
-    (or from memory, but for rows taken out one by one, `_save_records`), or one small batch
+    (or from memory, but for rows taken out one by one, `_holds_elements`), or one small batch
     of very long strings or very large elements, and memory grows with it. Says so once a
     save, with the option that bounds it."""
     suggested = max(1, rows * _TARGET_BATCH_BYTES // nbytes)
