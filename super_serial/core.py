@@ -329,7 +329,7 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
 
     def visit(spec, path):
         # a dict or tuple at the top is the element, not the feature of a bare tensor
-        where = f"feature '{_feature_name(path)}'" if path else "the element"
+        where = f"feature '{_printable(_feature_name(path))}'" if path else "the element"
         if isinstance(spec, collections.abc.Mapping):
             if not spec:
                 raise SchemaError(f"{where}: empty dicts cannot be saved")
@@ -363,8 +363,8 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
     duplicates = sorted(k for k, n in collections.Counter(keys).items() if n > 1)
     if duplicates:
         raise SchemaError(
-            f"feature '{duplicates[0]}': two parts of the element structure map to the same "
-            "TFRecord key; rename dict keys that contain '/' or '#'"
+            f"feature '{_printable(duplicates[0])}': two parts of the element structure map to "
+            "the same TFRecord key; rename dict keys that contain '/' or '#'"
         )
     return features, skeleton
 
@@ -379,6 +379,7 @@ def _utf8(text: str) -> bool:
 
 def _feature_from_spec(spec, path) -> _Feature:
     name = _feature_name(path)
+    where = f"feature '{_printable(name)}'"  # on one line, as messages are
     if isinstance(spec, tf.RaggedTensorSpec):
         ragged_rank = spec.ragged_rank
     elif isinstance(spec, tf.TensorSpec):
@@ -388,25 +389,25 @@ def _feature_from_spec(spec, path) -> _Feature:
         if hasattr(spec, "_fields") or isinstance(spec, list):
             kind = f"{kind} (use a dict or a plain tuple)"
         raise SchemaError(
-            f"{f'feature {name!r}' if path else 'the element'}: {kind} is not supported; "
+            f"{where if path else 'the element'}: {kind} is not supported; "
             "super_serial saves tf.Tensor and tf.RaggedTensor components"
         )
     dtype = _DTYPES.get(spec.dtype.name)
     if dtype is None:
         raise SchemaError(
-            f"feature '{name}': dtype {spec.dtype.name} is not supported; "
+            f"{where}: dtype {spec.dtype.name} is not supported; "
             f"supported: {', '.join(_DTYPES)}"
         )
     if spec.shape.rank is None:
         raise SchemaError(
-            f"feature '{name}': unknown rank is not supported; give the dataset a shape of "
+            f"{where}: unknown rank is not supported; give the dataset a shape of "
             "known rank (dims may be None), e.g. with tf.ensure_shape"
         )
     shape = tuple(spec.shape.as_list())
     feature = _Feature(name, path, dtype, shape, dtype.encoding, ragged_rank)
     if isinstance(spec, tf.TensorSpec) and spec.name is not None:
         if not _utf8(spec.name):
-            raise SchemaError(f"feature '{name}': its TensorSpec name {spec.name!r} is not "
+            raise SchemaError(f"{where}: its TensorSpec name {spec.name!r} is not "
                               "valid UTF-8 text, which the header is written in")
         feature = dataclasses.replace(feature, tensor_name=spec.name)
     if isinstance(spec, tf.RaggedTensorSpec):
@@ -414,18 +415,18 @@ def _feature_from_spec(spec, path) -> _Feature:
                                       ragged=True)
         if not shape:  # unbatching a 1-D ragged tensor gives these: plain scalars
             raise SchemaError(
-                f"feature '{name}': a ragged tensor of shape [] (ragged rank {ragged_rank}) is "
+                f"{where}: a ragged tensor of shape [] (ragged rank {ragged_rank}) is "
                 "not supported; its values are scalars, which a map gives as tf.Tensor, "
                 "e.g. dataset.map(lambda x: x)"
             )
         if not ragged_rank and None in shape[1:]:
             raise SchemaError(
-                f"feature '{name}': a ragged tensor of ragged rank 0 and shape {list(shape)} is "
+                f"{where}: a ragged tensor of ragged rank 0 and shape {list(shape)} is "
                 "not supported; only its first dim may be unknown"
             )
         if None in feature.inner_shape:
             raise SchemaError(
-                f"feature '{name}': ragged tensor of shape {list(shape)} has unknown dims after "
+                f"{where}: ragged tensor of shape {list(shape)} has unknown dims after "
                 f"its {ragged_rank} ragged dims; those must be known: give them a size (e.g. "
                 "x.with_flat_values(tf.ensure_shape(x.flat_values, [None, 3]))), or make "
                 "them ragged too (a higher ragged_rank)"
@@ -586,7 +587,7 @@ class _HeaderParser:
         self.source = source
 
     def fail(self, field: str, problem: str):
-        raise HeaderError(f"{self.source}: field '{field}': {problem}")
+        raise HeaderError(f"{self.source}: field '{_printable(field)}': {problem}")
 
     def get(self, mapping: dict, key: str, field: str, kind, *, optional=False, default=None):
         if key not in mapping:
@@ -915,6 +916,12 @@ def _flag(value, name: str, default: bool | None = None) -> bool:
 
 def _kind_name(kind) -> str:
     return {int: "an integer", str: "a string", list: "a list", dict: "a mapping"}[kind]
+
+
+def _printable(text: str) -> str:
+    """`text` with what does not print (a newline in a feature name, say) escaped as `repr`
+    escapes it, so that a message stays on one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _short(value) -> str:
@@ -3042,11 +3049,13 @@ def _features_difference(features: tuple, others: tuple) -> str:
     mine, theirs = ({f.name: f.to_yaml() for f in fs} for fs in (features, others))
     for name in [*mine, *(n for n in theirs if n not in mine)]:
         if name not in mine or name not in theirs:
-            return f": feature '{name}' is only in {'this part' if name in mine else 'that one'}"
+            where = "this part" if name in mine else "that one"
+            return f": feature '{_printable(name)}' is only in {where}"
         for field in [*mine[name], *(k for k in theirs[name] if k not in mine[name])]:
             ours, other = mine[name].get(field), theirs[name].get(field)
             if ours != other:
-                return f": feature '{name}', {field} {_short(ours)} against {_short(other)}"
+                return (f": feature '{_printable(name)}', {field} {_short(ours)} against "
+                        f"{_short(other)}")
     return ""
 
 
@@ -4069,7 +4078,7 @@ class _Checks:
             found = None if found is None else tf.reduce_max(found, axis=1)
         self.conditions.append(condition)
         self.found.append(found)
-        self.problems.append(f"feature '{feature.name}': {problem}"
+        self.problems.append(f"feature '{_printable(feature.name)}': {problem}"
                              + (", found " if found is not None else ""))
 
     def assertion(self) -> list:

@@ -289,6 +289,19 @@ def test_invalid_field(saved, name):
     assert_header_error(tfrecord_path, header_path, rf"field '({field})[^']*'")
 
 
+def test_a_field_named_by_a_key_that_does_not_print_stays_on_one_line(paths):
+    """save takes any string as a dict key; a bad field under a key holding a newline or a tab
+    is named with them escaped, as repr writes them, so that the message is one line."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"bad\nkey\t": [1, 2], "a": [3, 4]}),
+         tfrecord_path, header_path)
+    header = yaml.safe_load(Path(header_path).read_text())
+    header["features"]["bad\nkey\t"]["dtype"] = "int33"
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path,
+                        re.escape(r"field 'features.bad\nkey\t.dtype': unknown dtype 'int33'"))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_every_accepted_encoding_can_be_decoded(saved, dtype, encoding):

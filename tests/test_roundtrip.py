@@ -1491,6 +1491,23 @@ def test_colliding_shape_key(tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("make", [
+    lambda key: tf.data.Dataset.from_tensor_slices({f"a/{key}": [1, 2], "a": {key: [3, 4]}}),
+    lambda key: tf.data.Dataset.from_tensors({key: tf.sparse.eye(2)}),
+    lambda key: tf.data.Dataset.from_generator(
+        lambda: iter([]), output_signature={key: tf.TensorSpec(None, tf.int32)}),
+], ids=["colliding", "sparse", "unknown-rank"])
+def test_a_feature_named_by_a_key_that_does_not_print_stays_on_one_line(tmp_path, paths, make):
+    """Any string is a dict key; where save refuses a feature, its name is written with what
+    does not print escaped, as repr writes it, so that the message is one line."""
+    with pytest.raises(SchemaError) as caught:
+        super_serial.save(make("bad\tkey\n"), *paths)
+    message = str(caught.value)
+    assert "\n" not in message and "\t" not in message, message
+    assert re.search(r"^feature '(a/)?bad\\tkey\\n': ", message), message
+    _nothing_written(tmp_path)
+
+
 def _zero_rows(shape, dtype) -> tf.data.Dataset:
     """Two elements of `shape` with every None dim 0: no values, whatever the other dims."""
     return generated([np.zeros([d or 0 for d in shape], dtype)] * 2,
