@@ -3268,7 +3268,8 @@ def load(
       drop_remainder: With `batch_size`, drop a last smaller batch (ValueError without it).
       shuffle_files: Read the shard files in a random order (a new one each epoch).
       seed: Seed of that shuffle (ValueError without it): an integer, or an integer
-        tensor inside a `tf.function`.
+        tensor inside a `tf.function`. Combined with the global seed (`tf.random.set_seed`),
+        as `Dataset.shuffle`'s seed is.
       deterministic: False lets shards and blocks arrive in whichever order is fastest (None
         means True, as in tf.data).
 

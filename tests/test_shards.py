@@ -321,6 +321,25 @@ def test_shuffle_files(paths, small_blocks):
     assert any(order != list(range(NUM_ELEMENTS)) for order in orders), "files were not shuffled"
 
 
+def test_the_seed_is_combined_with_the_global_seed(paths, small_blocks):
+    """As the README says, and as Dataset.shuffle's seed is: the same seed gives the same order
+    under the same global seed (or none), and other orders under another."""
+    tfrecord_path, _ = paths
+    save(flat_dict(), tfrecord_path, num_shards=4)
+
+    def order(global_seed, seed):
+        tf.random.set_seed(global_seed)
+        try:
+            return ids_of(load(tfrecord_path, shuffle_files=True, seed=seed))
+        finally:
+            tf.random.set_seed(None)  # as the other tests run
+
+    for global_seed in (None, 1):
+        assert [order(global_seed, s) for s in range(3)] == [
+            order(global_seed, s) for s in range(3)]
+    assert [order(1, s) for s in range(5)] != [order(2, s) for s in range(5)]
+
+
 @pytest.mark.parametrize("structure", STRUCTURES)
 @pytest.mark.parametrize("layout", ["three_shards", "shard_size"])
 def test_nondeterministic_read_gives_same_elements(paths, small_blocks, structure, layout):
