@@ -4169,6 +4169,9 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     record decodes as the header says; also, unlike `load`, that integers stored as int64 fit
     the narrower dtype they are restored to (a header edited from int64 to int16, say), and
     that a TFRecord reader reads each compressed file to its end (a second read of them).
+    Not whether each file holds the records the header was written with: the header gives a
+    file's name, size and record count, not a digest of its records (see README.md,
+    "Guarantees").
 
     Args:
       tfrecord_path: As for `load`.
