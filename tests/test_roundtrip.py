@@ -1929,10 +1929,12 @@ def test_batches_far_larger_than_meant_warn_once(tmp_path, monkeypatch):
         {"blob": np.array([b"x" * 900] * 2100, object), "label": np.arange(2100)})
     default, bounded = str(tmp_path / "default.tfrecord"), str(tmp_path / "bounded.tfrecord")
     with pytest.warns(UserWarning) as caught:
-        super_serial.save(dataset, default)  # batches of 256 elements, and one of 52
+        super_serial.save(dataset, default)  # batches of _READ_RECORDS elements, and a rest
     assert len(caught) == 1, [str(w.message) for w in caught]
     message = str(caught[0].message)
-    assert message.startswith(f"save {default}: a batch of 256 elements came to 0 MiB"), message
+    assert message.startswith(
+        f"save {default}: a batch of {super_serial.core._READ_RECORDS} elements came to 0 MiB"
+    ), message
     assert caught[0].filename == __file__  # it points at the call of save
     suggested = int(re.search(r"elements_per_batch=(\d+) bounds them", message).group(1))
     assert 1 <= suggested <= 10_000 // 900
