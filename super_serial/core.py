@@ -94,7 +94,8 @@ _READ_AHEAD_BYTES = 4 * _TARGET_BATCH_BYTES  # what tf.data may read ahead of sm
 # time: 289 ms merged into batches of 16 MiB, 255 ms not).
 _MERGE_READ_BYTES = 1 << 20
 # Reads of rows of a dense component of unknown shape with at least this many values are taken
-# apart one by one (`_rows_one_by_one`), and written where they lie: TensorFlow's decoding of a
+# apart one by one (`_rows_one_by_one`), and float and raw ones written where they lie
+# (integers are joined a slice at a time to be encoded, strings at once): TensorFlow's decoding of a
 # whole read copies a value at a time, about 2 ns each for uint8 and 3.7 for float32 (reads of
 # 32 and of 1,024 rows: 8,192 values 19-20 and 29-31 us a row, 65,536 values 134-139 and
 # 219-222), where taking out a row costs 15-16 us, and writing it by itself about 7 more.
@@ -990,8 +991,9 @@ class _Col:
 
 
 class _Strings(_Col):
-    """A column of long byte strings (`_LONG_STRING`), one a row, kept as the strings
-    themselves (`data` is their list): `_records` writes them where they lie instead of
+    """A column of one buffer a row, kept as the buffers themselves (`data` is their list):
+    long byte strings (`_LONG_STRING`), or read-only NumPy rows of float or raw values taken
+    out one by one (`_rows_one_by_one`). `_records` writes them where they lie instead of
     copying them into one buffer."""
 
     __slots__ = ()
@@ -1016,8 +1018,8 @@ def _varint_bytes(value: int) -> bytes:
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Protobuf varints of integers as int64 (negative ones take 10 bytes).
 
-    Returns the bytes of all varints in order and each varint's length (uint8). The work is
-    done in the values' own width, so small ints (images of uint8, say) stay cheap.
+    Returns the bytes of all varints in order and each varint's length (uint8). Values below
+    128 are their own varints, in the values' own width.
     """
     return _unsigned_varints(*_unsigned(values))
 
@@ -1249,7 +1251,7 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
 
 def _long_lists(encoding: str, values: tf.Tensor, splits: np.ndarray | None, rows: int) -> bool:
     """Whether the rows' lists are long (`_TF_LIST_VALUES` values a row on average), and about
-    as long as each other: `_tf_lists` pads them all to the longest."""
+    as long as each other: `_tf_lists` pads each of its parts to its longest."""
     count = values.shape.num_elements()
     if not rows or count < _TF_LIST_VALUES[encoding] * rows:
         return False
@@ -1432,7 +1434,8 @@ def _records(pieces: list, rows: int) -> list:
 
     Runs of narrow pieces are concatenated for all rows at once. Wide pieces, fixed ones at
     least `_WIDE` bytes a row and ones of varying length that average that, stay read-only
-    views into the batch's buffer, and long strings (`_Strings`) stay the strings they are, so
+    views into the batch's buffer, and `_Strings` (long strings, rows read one by one) stay the
+    buffers they are, so
     that their bytes are copied only when they are written. `_joined` makes bytes of either
     kind.
     """
@@ -1502,10 +1505,12 @@ def save(
       compression: None, "GZIP" or "ZLIB". The header records it; `load` needs no argument.
       progress: Show a progress line on stderr.
       elements_per_batch: Encode exactly this many elements at a time. By default batches
-        come to about 16 MiB: where strings, or unknown shapes from a pipeline that calls a
-        function for each element (a generator, a map), make the element spec's size a
-        guess, a few elements are read at a time and merged by the bytes they come to;
-        otherwise batches are sized from the spec, which for each unknown dim assumes 64
+        come to about 16 MiB: where strings of a known number (and no unknown shapes), or
+        strings or unknown shapes from a pipeline that calls a function for each element (a
+        generator, a map), make the element spec's size a guess, a few elements are read at
+        a time and merged by the bytes they come to; where strings sit beside unknown shapes
+        in memory or a cache, batches take at most 1,024 elements; otherwise batches are
+        sized from the spec, which for each unknown dim assumes 64
         values (numbers beyond about 32 MiB a batch are encoded a slice at a time). Give a
         small number for elements of unknown shape far larger than that which are read
         afresh for each batch (a file cache of long audio clips), whose batches would
@@ -1876,7 +1881,8 @@ def _warn_oversized(tfrecord_path: str, rows: int, nbytes: int):
         f"save {tfrecord_path}: a batch of {rows:,} elements came to {nbytes / 2**20:,.0f} MiB, "
         f"where about {_TARGET_BATCH_BYTES >> 20} MiB were meant (the element spec does not "
         f"tell how large strings or unknown dims are; save reads strings {_READ_RECORDS} at a "
-        f"time, and {_READ_COSTLY} from a generator or map, as it does unknown shapes), "
+        f"time, {_BESIDE_STRINGS} beside unknown shapes, and {_READ_COSTLY} from a generator "
+        f"or map, as it does unknown shapes), "
         f"and memory grows with batches that size: elements_per_batch={suggested} bounds "
         f"them and writes the same files",
         UserWarning, stacklevel=4)  # the user's call of save
@@ -2063,7 +2069,8 @@ class _Merger:
 
 class _RaggedRead(NamedTuple):
     """A ragged tensor as read: its nested row splits in NumPy, and its flat values; or, for
-    rows read one by one (`_rows_one_by_one`), a list of each row's values in NumPy."""
+    rows read one by one (`_rows_one_by_one`), a list of each row's values: read-only NumPy
+    views for float and raw encodings, the tensors read for integers."""
 
     splits: list
     values: tf.Tensor | list
@@ -2283,7 +2290,8 @@ def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor) -> _RaggedRea
 
 class _Rows:
     """A batch of rows of one unknown dim taken out one by one (`_rows_one_by_one`): each
-    row's values in NumPy, and the row splits of their first dim."""
+    row's values (NumPy views, or the tensors read for integers), and the row splits of
+    their first dim."""
 
     __slots__ = ("row_splits", "values")
 
