@@ -69,9 +69,10 @@ _MAX_ELEMENTS_PER_BATCH = 1 << 20
 # Elements read at a time where strings make their size a guess, from memory or a cache:
 # fewer make more reads of short strings, more leave long ones (encoded images) waiting on
 # large reads. Alternating in one process, medians of 11-13, reads of 256 against 128: 500
-# cached encoded images of about 150 kB and a label 102.7 against 80.2 ms (tf.data 64.4),
-# 76.1 against 61.6 (61.0); the tabular workload 152.8 against 163.0 (318.6), cached 158.8
-# against 162.8 (354.9); 100,000 cached ids 110.0 against 119.0 (300.3).
+# files of about 150 kB read by a map and cached, with a label, 102.7 against 80.2 ms
+# (tf.data 64.4); such strings and a label cached from memory, 76.1 against 61.6 (61.0);
+# the tabular workload 152.8 against 163.0 (318.6), cached 158.8 against 162.8 (354.9);
+# 100,000 cached ids 110.0 against 119.0 (300.3).
 _READ_RECORDS = 128
 # Elements read at a time where their size is a guess (unknown shapes, strings) and each
 # element costs a function call (`_costly_elements`: a generator, a map decoding audio or
@@ -94,11 +95,12 @@ _READ_AHEAD_BYTES = 4 * _TARGET_BATCH_BYTES  # what tf.data may read ahead of sm
 # time: 289 ms merged into batches of 16 MiB, 255 ms not).
 _MERGE_READ_BYTES = 1 << 20
 # Reads of rows of a dense component of unknown shape with at least this many values are taken
-# apart one by one (`_rows_one_by_one`), and float and raw ones written where they lie
-# (integers are joined a slice at a time to be encoded, strings at once): TensorFlow's decoding of a
-# whole read copies a value at a time, about 2 ns each for uint8 and 3.7 for float32 (reads of
-# 32 and of 1,024 rows: 8,192 values 19-20 and 29-31 us a row, 65,536 values 134-139 and
-# 219-222), where taking out a row costs 15-16 us, and writing it by itself about 7 more.
+# apart one by one (`_rows_one_by_one`), float and raw ones then written where they lie
+# (integers are joined a slice at a time to be encoded, strings at once): TensorFlow's
+# decoding of a whole read copies a value at a time, about 2 ns each for uint8 and 3.7 for
+# float32 (reads of 32 and of 1,024 rows: 8,192 values 19-20 and 29-31 us a row, 65,536
+# values 134-139 and 219-222), where taking out a row costs 15-16 us, and writing it by
+# itself about 7 more.
 _ROW_BY_ROW_VALUES = 8192
 
 
@@ -1434,10 +1436,9 @@ def _records(pieces: list, rows: int) -> list:
 
     Runs of narrow pieces are concatenated for all rows at once. Wide pieces, fixed ones at
     least `_WIDE` bytes a row and ones of varying length that average that, stay read-only
-    views into the batch's buffer, and `_Strings` (long strings, rows read one by one) stay the
-    buffers they are, so
-    that their bytes are copied only when they are written. `_joined` makes bytes of either
-    kind.
+    views into the batch's buffer, and `_Strings` (long strings, rows read one by one) stay
+    the buffers they are, so that their bytes are copied only when they are written.
+    `_joined` makes bytes of either kind.
     """
     segments, run, wide = [], [], False
     for piece in pieces + [None]:
@@ -1505,12 +1506,12 @@ def save(
       compression: None, "GZIP" or "ZLIB". The header records it; `load` needs no argument.
       progress: Show a progress line on stderr.
       elements_per_batch: Encode exactly this many elements at a time. By default batches
-        come to about 16 MiB: where strings of a known number (and no unknown shapes), or
-        strings or unknown shapes from a pipeline that calls a function for each element (a
-        generator, a map), make the element spec's size a guess, a few elements are read at
-        a time and merged by the bytes they come to; where strings sit beside unknown shapes
-        in memory or a cache, batches take at most 1,024 elements; otherwise batches are
-        sized from the spec, which for each unknown dim assumes 64
+        come to about 16 MiB: where the element spec's size is a guess because of strings
+        (with no unknown shape beside them), or of strings or unknown shapes from a pipeline
+        that calls a function for each element (a generator, a map), a few elements are read
+        at a time and merged by the bytes they come to; strings beside unknown shapes in
+        memory or a cache are batched at most 1,024 elements at a time; otherwise batches
+        are sized from the spec, which for each unknown dim assumes 64
         values (numbers beyond about 32 MiB a batch are encoded a slice at a time). Give a
         small number for elements of unknown shape far larger than that which are read
         afresh for each batch (a file cache of long audio clips), whose batches would

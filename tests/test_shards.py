@@ -332,7 +332,7 @@ def test_the_seed_is_combined_with_the_global_seed(paths, small_blocks):
         try:
             return ids_of(load(tfrecord_path, shuffle_files=True, seed=seed))
         finally:
-            tf.random.set_seed(None)  # as the other tests run
+            tf.random.set_seed(None)  # unset again, as the other tests expect
 
     for global_seed in (None, 1):
         assert [order(global_seed, s) for s in range(3)] == [
