@@ -338,7 +338,7 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
 
     def visit(spec, path):
         # a dict or tuple at the top is the element, not the feature of a bare tensor
-        where = f"feature '{_printable(_feature_name(path))}'" if path else "the element"
+        where = _named(_feature_name(path)) if path else "the element"
         if isinstance(spec, collections.abc.Mapping):
             if not spec:
                 raise SchemaError(f"{where}: empty dicts cannot be saved")
@@ -372,8 +372,8 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
     duplicates = sorted(k for k, n in collections.Counter(keys).items() if n > 1)
     if duplicates:
         raise SchemaError(
-            f"feature '{_printable(duplicates[0])}': two parts of the element structure map to "
-            "the same TFRecord key; rename dict keys that contain '/' or '#'"
+            f"{_named(duplicates[0])}: two parts of the element structure map to the same "
+            "TFRecord key; rename dict keys that contain '/' or '#'"
         )
     return features, skeleton
 
@@ -388,7 +388,7 @@ def _utf8(text: str) -> bool:
 
 def _feature_from_spec(spec, path) -> _Feature:
     name = _feature_name(path)
-    where = f"feature '{_printable(name)}'"  # on one line, as messages are
+    where = _named(name)
     if isinstance(spec, tf.RaggedTensorSpec):
         ragged_rank = spec.ragged_rank
     elif isinstance(spec, tf.TensorSpec):
@@ -931,6 +931,11 @@ def _printable(text: str) -> str:
     """`text` with what does not print (a newline in a feature name, say) escaped as `repr`
     escapes it, so that a message stays on one line."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _named(name: str) -> str:
+    """How messages name a feature: `feature 'a/b'`, on one line (`_printable`)."""
+    return f"feature '{_printable(name)}'"
 
 
 def _short(value) -> str:
@@ -3064,13 +3069,11 @@ def _features_difference(features: tuple, others: tuple) -> str:
     mine, theirs = ({f.name: f.to_yaml() for f in fs} for fs in (features, others))
     for name in [*mine, *(n for n in theirs if n not in mine)]:
         if name not in mine or name not in theirs:
-            where = "this part" if name in mine else "that one"
-            return f": feature '{_printable(name)}' is only in {where}"
+            return f": {_named(name)} is only in {'this part' if name in mine else 'that one'}"
         for field in [*mine[name], *(k for k in theirs[name] if k not in mine[name])]:
             ours, other = mine[name].get(field), theirs[name].get(field)
             if ours != other:
-                return (f": feature '{_printable(name)}', {field} {_short(ours)} against "
-                        f"{_short(other)}")
+                return f": {_named(name)}, {field} {_short(ours)} against {_short(other)}"
     return ""
 
 
@@ -4094,7 +4097,7 @@ class _Checks:
             found = None if found is None else tf.reduce_max(found, axis=1)
         self.conditions.append(condition)
         self.found.append(found)
-        self.problems.append(f"feature '{_printable(feature.name)}': {problem}"
+        self.problems.append(f"{_named(feature.name)}: {problem}"
                              + (", found " if found is not None else ""))
 
     def assertion(self) -> list:
