@@ -358,19 +358,14 @@ def run_workload(
         warm_up(contender, workload, dataset, workdir)
     rotated = [c for c in contenders if c.name != "super_serial sharded+gzip"]
     last = [c for c in contenders if c not in rotated]
-    for repeat in range(repeats):
-        shift = repeat % len(rotated) if rotated else 0
-        for contender in rotated[shift:] + rotated[:shift]:
-            if contender.name == "naive" and repeat >= naive_repeats:
-                continue
-            progress = f"  {workload.name}: run {repeat + 1}/{repeats} {contender.name}"
-            print(progress, file=sys.stderr)
-            run_once(contender, workload, dataset, workdir, rows, settle)
-    for repeat in range(repeats):
-        for contender in last:
-            progress = f"  {workload.name}: run {repeat + 1}/{repeats} {contender.name}"
-            print(progress, file=sys.stderr)
-            run_once(contender, workload, dataset, workdir, rows, settle)
+    shifts = [repeat % max(len(rotated), 1) for repeat in range(repeats)]  # who goes first
+    schedule = [(repeat, contender) for repeat, shift in enumerate(shifts)
+                for contender in rotated[shift:] + rotated[:shift]
+                if contender.name != "naive" or repeat < naive_repeats]
+    schedule += [(repeat, contender) for repeat in range(repeats) for contender in last]
+    for repeat, contender in schedule:
+        print(f"  {workload.name}: run {repeat + 1}/{repeats} {contender.name}", file=sys.stderr)
+        run_once(contender, workload, dataset, workdir, rows, settle)
     return rows
 
 
