@@ -303,6 +303,16 @@ def test_group_rows_sums_each_rows_item_lengths(rows):
     assert column.lengths.tolist() == [sum(row) for row in rows]
 
 
+def test_group_rows_sums_a_row_past_uint32_in_int64():
+    """A row of varint lengths (uint8) whose sum passes 2**32: summed without wrapping, where
+    rows too short for that are summed in uint32."""
+    item_lengths = np.full((1 << 32) // 255 + 2, 255, np.uint8)
+    splits = np.array([0, 1, item_lengths.size])
+    column = core._group_rows(item_lengths[:0], item_lengths, splits, 2)
+    assert column.lengths.tolist() == [255, 255 * (item_lengths.size - 1)]
+    assert column.lengths[1] > 1 << 32
+
+
 def _slow_example(features, element) -> tf.train.Example:
     """The tf.train.Example of one element, built with the protobuf API."""
     def to_list(encoding, values):
