@@ -1679,6 +1679,9 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
         except Exception:  # noqa: BLE001 - never hide the error itself behind one of ours
             problem = None
         if problem is None:
+            named = _about_temporaries(e, f"{tfrecord_path}: nothing was saved", files.token)
+            if named is not None:
+                raise named from e
             raise
         raise SchemaError(f"{tfrecord_path}: nothing was saved: {problem}") from None
     finally:
@@ -2700,6 +2703,20 @@ def _out_of_files(error: BaseException) -> bool:
         "Too many open files" in str(error))
 
 
+def _about_temporaries(error: BaseException, what: str, token: str) -> BaseException | None:
+    """An OSError or TensorFlow error about a failed save's (or merge's) temporary files,
+    which hold its `token` in their names (a full disk, a folder it may not write in), as
+    the same kind of error that begins with `what` ("<path>: nothing was saved"), the
+    temporary's name kept; None for any other error."""
+    if token not in str(error):
+        return None
+    if isinstance(error, OSError) and error.errno is not None:
+        return OSError(error.errno, f"{what}: {error.strerror}", error.filename)
+    if isinstance(error, tf.errors.OpError) and type(error) is not tf.errors.OpError:
+        return type(error)(error.node_def, error.op, f"{what}: {error.message}")
+    return None
+
+
 def _open_files_limit() -> str:
     """The words ", `ulimit -n`, is N" for `_RecordFiles`' error when files run out, where the
     platform tells the limit N; else none."""
@@ -2746,6 +2763,9 @@ class _RecordFiles:
                     f"files{_open_files_limit()}); save fewer shards, or with shard_size= "
                     "(one file open at a time), or raise the limit"
                 )) from error
+            named = _about_temporaries(error, f"{tfrecord_path}: nothing was saved", self.token)
+            if named is not None:
+                raise named from error
             raise
 
     def _start(self, num_shards, shard_size):
@@ -3181,13 +3201,17 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
                          f"lists only {parts[0]}'s files beside them reads as a copy of that "
                          "part's header; remove them, or merge under another name")
     made = _make_folders(header_path)  # as save makes them
-    temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
+    token = uuid.uuid4().hex[:_TOKEN_CHARS]
+    temp = _temp_name(header_path, token)
     try:
         _write_header(temp, merged, header_path)
         tf.io.gfile.rename(temp, header_path, overwrite=True)
-    except BaseException:
+    except BaseException as error:
         _remove_quietly(temp)
         _remove_empty_folders(made)  # as a failed save leaves none
+        named = _about_temporaries(error, f"{header_path}: nothing was merged", token)
+        if named is not None:
+            raise named from error
         raise
     return merged.to_yaml()
 

@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 from conftest import assert_same_elements
 
-from super_serial import core, load, read_header, save, verify
+from super_serial import core, load, merge, read_header, save, verify
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 4096  # float32 values per element: ~16 KiB records, so a save writes in several batches
@@ -256,6 +256,95 @@ def test_write_error_keeps_previous_pair(good_pair, counting_writer, fail_after)
     assert CountingWriter.instances, "save did not use the record writer"
     assert all(type(w.inner) is counting_writer["kind"] for w in CountingWriter.instances)
     assert_previous_pair_intact(good_pair)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_shards": 2}, {"shard_size": 4000}])
+def test_a_failing_write_names_the_save_and_its_temporary(good_pair, counting_writer, kwargs):
+    """A full disk while writing: the error names the path saved to and says nothing was
+    saved, where it named only a hidden temporary; the temporary's name is kept in it."""
+    tfrecord_path, header_path, _, _ = good_pair
+    counting_writer["fail_after"] = 0
+    with pytest.raises(OSError) as caught:
+        save(wide(400, offset=2.0), tfrecord_path, header_path, **kwargs)
+    assert caught.value.errno == 28
+    assert caught.value.strerror == (f"{tfrecord_path}: nothing was saved: "
+                                     "No space left on device (simulated)")
+    assert TEMP_NAME.match(Path(caught.value.filename).name)
+    assert_previous_pair_intact(good_pair)
+
+
+def test_a_tensorflow_write_error_names_the_save(good_pair, monkeypatch):
+    """tf.io.TFRecordWriter's errors (it writes compressed files) name the save too, as the
+    same kind of error."""
+    tfrecord_path, header_path, _, _ = good_pair
+
+    class Failing:
+        def __init__(self, path, compression):
+            self.path = path
+
+        def prepare(self, records, sizes):
+            return records
+
+        def write(self, records):
+            raise tf.errors.ResourceExhaustedError(
+                None, None, f"{self.path}; No space left on device")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(core, "_record_writer", Failing)
+    with pytest.raises(tf.errors.ResourceExhaustedError) as caught:
+        save(wide(400), tfrecord_path, header_path, compression="GZIP")
+    message = caught.value.message
+    assert message.startswith(f"{tfrecord_path}: nothing was saved: ")
+    assert message.endswith("; No space left on device")
+    assert TEMP_NAME.match(Path(message.split(": ")[-1].split(";")[0]).name)
+    assert_previous_pair_intact(good_pair)
+
+
+def test_a_record_file_that_cannot_be_made_names_the_save(good_pair, monkeypatch):
+    tfrecord_path, header_path, _, _ = good_pair
+
+    def refuse(path, compression):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(core, "_record_writer", refuse)
+    with pytest.raises(PermissionError, match=re.escape(
+            f"{tfrecord_path}: nothing was saved: Permission denied")):
+        save(wide(10), tfrecord_path, header_path)
+    assert_previous_pair_intact(good_pair)
+
+
+def test_other_errors_while_writing_are_raised_as_they_are(good_pair, monkeypatch):
+    """Only errors about the save's temporaries are reworded."""
+    tfrecord_path, header_path, _, _ = good_pair
+
+    def refuse(path, compression):
+        raise OSError(28, "No space left on device", "/somewhere/else")
+
+    monkeypatch.setattr(core, "_record_writer", refuse)
+    with pytest.raises(OSError) as caught:
+        save(wide(10), tfrecord_path, header_path)
+    assert caught.value.strerror == "No space left on device"
+    assert_previous_pair_intact(good_pair)
+
+
+def test_a_merge_whose_header_cannot_be_written_names_it(tmp_path, monkeypatch):
+    parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
+    for part in parts:
+        save(wide(5), part)
+    header_path = str(tmp_path / "all.header.yaml")
+
+    def full(path, header, final):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(core, "_write_header", full)
+    with pytest.raises(OSError, match=re.escape(
+            f"{header_path}: nothing was merged: No space left on device")) as caught:
+        merge(parts, str(tmp_path / "all.tfrecord"), header_path)
+    assert TEMP_NAME.match(Path(caught.value.filename).name)
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        name for part in parts for name in (Path(part).name, Path(part).name + ".header.yaml"))
 
 
 def test_write_error_in_one_shard_keeps_previous_shards(tmp_path, counting_writer):

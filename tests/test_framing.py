@@ -4,6 +4,7 @@ tf.io.TFRecordWriter, which it falls back to otherwise."""
 from __future__ import annotations
 
 import collections
+import re
 import threading
 from pathlib import Path
 
@@ -106,8 +107,9 @@ def test_short_writes_are_completed(tmp_path, monkeypatch):
 @pytest.mark.parametrize("num_shards", [None, 2])
 def test_a_full_disk_names_the_file_and_keeps_the_previous_pair(tmp_path, monkeypatch,
                                                                  num_shards):
-    """os.pwritev's OSError named no file; it now names the temporary being written, beside the
-    destination, and the previous files stay as they were."""
+    """os.pwritev's OSError named no file; it now names the path saved to, says nothing was
+    saved, and names the temporary being written beside it; the previous files stay as they
+    were."""
     tfrecord_path = str(tmp_path / "data.tfrecord")
     previous = tf.data.Dataset.from_tensor_slices({"x": np.arange(6.0)})
     save(previous, tfrecord_path, num_shards=num_shards)
@@ -118,7 +120,8 @@ def test_a_full_disk_names_the_file_and_keeps_the_previous_pair(tmp_path, monkey
 
     monkeypatch.setattr(core.os, "pwritev", full)
     temporary = r"'.*/\.data\.tfrecord\.[0-9a-f]{12}\.tmp\d*'"
-    with pytest.raises(OSError, match=rf"^\[Errno 28\] No space left on device: {temporary}$"):
+    with pytest.raises(OSError, match=rf"^\[Errno 28\] {re.escape(tfrecord_path)}: nothing was "
+                                      rf"saved: No space left on device: {temporary}$"):
         save(tf.data.Dataset.from_tensor_slices({"x": np.arange(9.0)}), tfrecord_path,
              num_shards=num_shards)
     monkeypatch.undo()
