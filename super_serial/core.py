@@ -900,6 +900,14 @@ def _integer(value) -> int | None:
     return value.__index__()
 
 
+def _check_eager(function: str):
+    """SuperSerialError where `function` (save, verify: each iterates a dataset in Python) is
+    called inside a tf.function or graph."""
+    if not tf.executing_eagerly():
+        raise SuperSerialError(f"{function}() runs eagerly (in a script), not inside a "
+                               "tf.function or graph; call it outside")
+
+
 def _count(value, name: str) -> int | None:
     """An argument that counts something, as a Python int: a positive integer below 2**63
     (TensorFlow's counts are int64), or None; ValueError naming the argument otherwise."""
@@ -1542,9 +1550,7 @@ def save(
     """
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"save() needs a tf.data.Dataset, got {type(dataset).__name__}")
-    if not tf.executing_eagerly():
-        raise SuperSerialError("save() runs eagerly (in a script), not inside a tf.function or "
-                               "graph; call it outside")
+    _check_eager("save")
     compression = _check_compression(compression)
     if num_shards is not None and shard_size is not None:
         raise ValueError("give num_shards or shard_size, not both")
@@ -4232,6 +4238,7 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
       >>> verify("data.tfrecord")["num_records"]  # doctest: +SKIP
       2000
     """
+    _check_eager("verify")
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)

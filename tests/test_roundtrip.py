@@ -1574,6 +1574,20 @@ def test_save_inside_tf_function(tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+def test_verify_inside_tf_function(paths):
+    """As save: refused with its own error, where an internal TypeError came out."""
+    super_serial.save(tf.data.Dataset.range(3), *paths)
+
+    @tf.function
+    def verify_in_graph():
+        super_serial.verify(*paths)
+        return tf.constant(0)
+
+    with pytest.raises(SuperSerialError, match=r"verify\(\) runs eagerly"):
+        verify_in_graph()
+    assert super_serial.verify(*paths)["num_records"] == 3
+
+
 @pytest.mark.parametrize("compression", ["gzip2", "ZIP", "NONE", 1, True])
 def test_invalid_compression(compression, tmp_path, paths):
     with pytest.raises(ValueError, match="None, 'GZIP', 'ZLIB'"):
