@@ -908,11 +908,20 @@ def _check_eager(function: str):
                                "tf.function or graph; call it outside")
 
 
+def _not_traced(value, name: str):
+    """TypeError where an argument that shapes the pipeline is a tensor of a graph being
+    traced, whose value is not known while the pipeline is built."""
+    if tf.is_symbolic_tensor(value):
+        raise TypeError(f"{name} must be a Python value, known when the dataset is built, "
+                        f"not a tensor of the function being traced ({value!r})")
+
+
 def _count(value, name: str) -> int | None:
     """An argument that counts something, as a Python int: a positive integer below 2**63
     (TensorFlow's counts are int64), or None; ValueError naming the argument otherwise."""
     if value is None:
         return None
+    _not_traced(value, name)
     number = _integer(value)
     if number is None or not 1 <= number < 2**63:
         raise ValueError(f"{name} must be a positive integer below 2**63 or None, got {value!r}")
@@ -924,6 +933,7 @@ def _flag(value, name: str, default: bool | None = None) -> bool:
     one; ValueError naming the argument otherwise."""
     if value is None and default is not None:
         return default
+    _not_traced(value, name)
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False, got {value!r}")
     return bool(value)

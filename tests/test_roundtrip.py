@@ -1588,6 +1588,24 @@ def test_verify_inside_tf_function(paths):
     assert super_serial.verify(*paths)["num_records"] == 3
 
 
+@pytest.mark.parametrize("argument, value", [
+    ("batch_size", 2), ("original_dtypes", False), ("drop_remainder", False),
+    ("shuffle_files", False), ("deterministic", False)])
+def test_load_refuses_a_traced_tensor_for_an_argument_that_shapes_the_pipeline(
+        paths, argument, value):
+    """TypeError saying why, where a ValueError called it not an integer (or bool)."""
+    super_serial.save(tf.data.Dataset.range(5), *paths)
+
+    @tf.function
+    def load_in_graph(given):
+        return super_serial.load(*paths, **{argument: given}).cardinality()
+
+    with pytest.raises(TypeError, match=f"{argument} must be a Python value, known when the "
+                                        "dataset is built, not a tensor of the function"):
+        load_in_graph(tf.constant(value))
+    assert int(load_in_graph.python_function(value)) >= 0  # the same value as Python's
+
+
 @pytest.mark.parametrize("compression", ["gzip2", "ZIP", "NONE", 1, True])
 def test_invalid_compression(compression, tmp_path, paths):
     with pytest.raises(ValueError, match="None, 'GZIP', 'ZLIB'"):
