@@ -1598,7 +1598,7 @@ def save(
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
     _check_paths(tfrecord_path, header_path, num_shards or 1,
                  sharded=bool(shard_size) or (num_shards or 1) > 1)
-    made = _make_folders(tfrecord_path, header_path)
+    made = _make_folders(f"{tfrecord_path}: nothing was saved", tfrecord_path, header_path)
     try:
         header, written = _save_records(dataset, tfrecord_path, header_path, planned,
                                         batch_records, elements_per_batch, num_shards,
@@ -1617,18 +1617,27 @@ def save(
     return header.to_yaml()
 
 
-def _make_folders(*paths: str) -> list:
-    """Makes the missing folders of the paths; returns those it made, deepest first."""
-    made = []
-    for folder in {_dirname(path) for path in paths}:
-        missing = []
-        while (folder and not _is_filesystem_root(folder) and folder not in missing
-               and not tf.io.gfile.isdir(folder)):
-            missing.append(folder)
-            folder = _dirname(folder)
-        if missing:
-            tf.io.gfile.makedirs(missing[0])
-            made += missing
+def _make_folders(what: str, *paths: str) -> list:
+    """Makes the missing folders of the paths; returns those it made, deepest first. Where one
+    cannot be made (a full disk), those made before it are removed, and the error begins with
+    `what` (`_nothing_saved`)."""
+    made: list = []
+    try:
+        for folder in sorted({_dirname(path) for path in paths}):
+            missing = []
+            while (folder and not _is_filesystem_root(folder) and folder not in missing
+                   and not tf.io.gfile.isdir(folder)):
+                missing.append(folder)
+                folder = _dirname(folder)
+            for level in reversed(missing):  # one at a time, so that each made is known
+                tf.io.gfile.makedirs(level)
+                made.append(level)
+    except BaseException as error:
+        _remove_empty_folders(sorted(set(made), key=len, reverse=True))
+        named = _nothing_saved(error, what)
+        if named is not None:
+            raise named from error
+        raise
     return sorted(set(made), key=len, reverse=True)
 
 
@@ -1690,7 +1699,10 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
         except Exception:  # noqa: BLE001 - never hide the error itself behind one of ours
             problem = None
         if problem is None:
-            named = _about_temporaries(e, f"{tfrecord_path}: nothing was saved", files.token)
+            # its own files' errors: writing them (named by the save's token), or putting them
+            # in place (renaming the old ones aside names those)
+            named = _nothing_saved(e, f"{tfrecord_path}: nothing was saved") if (
+                files.token in str(e) or files.committing) else None
             if named is not None:
                 raise named from e
             raise
@@ -2714,13 +2726,11 @@ def _out_of_files(error: BaseException) -> bool:
         "Too many open files" in str(error))
 
 
-def _about_temporaries(error: BaseException, what: str, token: str) -> BaseException | None:
-    """An OSError or TensorFlow error about a failed save's (or merge's) temporary files,
-    which hold its `token` in their names (a full disk, a folder it may not write in), as
-    the same kind of error that begins with `what` ("<path>: nothing was saved"), the
-    temporary's name kept; None for any other error."""
-    if token not in str(error):
-        return None
+def _nothing_saved(error: BaseException, what: str) -> BaseException | None:
+    """An OSError or TensorFlow error of a failed save's (or merge's) own file work (writing
+    or renaming its files, making their folders: a full disk, a folder it may not write in)
+    as the same kind of error, its message (an OSError's strerror) beginning with `what`
+    ("<path>: nothing was saved"), the file it names kept; None for any other error."""
     if isinstance(error, OSError) and error.errno is not None:
         return OSError(error.errno, f"{what}: {error.strerror}", error.filename)
     if isinstance(error, tf.errors.OpError) and type(error) is not tf.errors.OpError:
@@ -2761,6 +2771,7 @@ class _RecordFiles:
         self._queues: list = []
         self._threads: list = []
         self._aborted = False
+        self.committing = False  # from the last write on: errors are of putting files in place
         try:
             self._start(num_shards, shard_size)
         except BaseException as error:  # too many files open, say: what was made goes again
@@ -2774,7 +2785,8 @@ class _RecordFiles:
                     f"files{_open_files_limit()}); save fewer shards, or with shard_size= "
                     "(one file open at a time), or raise the limit"
                 )) from error
-            named = _about_temporaries(error, f"{tfrecord_path}: nothing was saved", self.token)
+            named = _nothing_saved(error, f"{tfrecord_path}: nothing was saved") if (
+                self.token in str(error)) else None  # opening its own temporaries
             if named is not None:
                 raise named from error
             raise
@@ -2908,6 +2920,7 @@ class _RecordFiles:
         return fitted if 2 * fitted < self.block_records else self.block_records
 
     def commit(self, header_path: str, make_header) -> _Header:
+        self.committing = True
         self._stop_threads()
         self._raise_pending()
         for writer in self.writers:
@@ -2992,19 +3005,39 @@ def _move_into_place(moves: list, token: str):
             tf.io.gfile.rename(temp, destination, overwrite=True)
             placed.append((temp, destination))
             underway = None
-    except BaseException:
+    except BaseException as error:
         if underway is not None and not _exists_by_name(underway[2]):
             underway[0].append(underway[1])
         for _, destination in placed:
             _remove_quietly(destination)
+        # The new files not yet in place go first too: on a full disk the renames back can
+        # need the room (a folder's listing grows for the old names)
+        for temp, destination in moves:
+            if (temp, destination) not in placed:
+                _remove_quietly(temp)
+        stranded = []
         for backup, destination in aside:
             try:
                 tf.io.gfile.rename(backup, destination, overwrite=True)
             except tf.errors.OpError:
-                pass
+                stranded.append((backup, destination))
+        if stranded and isinstance(error, Exception):
+            raise _stranded_error(error, stranded) from error
         raise
     for backup, _ in aside:
         _remove_quietly(backup)
+
+
+def _stranded_error(error: Exception, stranded: list) -> SuperSerialError:
+    """The error of a failed save that could not put back old files it had moved aside
+    (backup, destination): where they are, so that they can be renamed back by hand."""
+    listed = "; ".join(f"{backup} back to {_basename(destination)}"
+                       for backup, destination in stranded[:3])
+    more = f"; and {len(stranded) - 3} more alike" if len(stranded) > 3 else ""
+    return SuperSerialError(
+        f"{_dirname(stranded[0][1])}: a save failed ({_printable(str(error))}) and could "
+        f"not put back {len(stranded)} of the files there before, which it had moved aside; "
+        f"load refuses them until they are renamed back: {listed}{more}")
 
 
 def _exists_by_name(path: str) -> bool:
@@ -3211,7 +3244,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         raise ValueError(f"{beside}: records of an earlier save are there, and a header that "
                          f"lists only {parts[0]}'s files beside them reads as a copy of that "
                          "part's header; remove them, or merge under another name")
-    made = _make_folders(header_path)  # as save makes them
+    made = _make_folders(f"{header_path}: nothing was merged", header_path)  # as save does
     token = uuid.uuid4().hex[:_TOKEN_CHARS]
     temp = _temp_name(header_path, token)
     try:
@@ -3220,7 +3253,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     except BaseException as error:
         _remove_quietly(temp)
         _remove_empty_folders(made)  # as a failed save leaves none
-        named = _about_temporaries(error, f"{header_path}: nothing was merged", token)
+        named = _nothing_saved(error, f"{header_path}: nothing was merged")
         if named is not None:
             raise named from error
         raise

@@ -19,7 +19,16 @@ import pytest
 import tensorflow as tf
 from conftest import assert_same_elements
 
-from super_serial import core, load, merge, read_header, save, verify
+from super_serial import (
+    CorruptDataError,
+    SuperSerialError,
+    core,
+    load,
+    merge,
+    read_header,
+    save,
+    verify,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 4096  # float32 values per element: ~16 KiB records, so a save writes in several batches
@@ -394,6 +403,94 @@ def test_shard_rename_error_keeps_previous_shards(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert snapshot(tmp_path) == before
     assert_same_elements(dataset, load(tfrecord_path))
+
+
+def test_an_old_file_that_cannot_be_moved_aside_fails_the_save_by_name(tmp_path, monkeypatch):
+    """TensorFlow's error for a rename names only its source, here an old shard, as if that
+    were at fault: the error says now that nothing was saved."""
+    tfrecord_path, dataset, before = three_shards(tmp_path)
+    second = f"{tfrecord_path}-00001-of-00003"
+    real_rename = tf.io.gfile.rename
+
+    def rename(src, dst, overwrite=False):
+        if str(src) == second:
+            raise tf.errors.ResourceExhaustedError(None, None, f"{src}; No space left on device")
+        return real_rename(src, dst, overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    with pytest.raises(tf.errors.ResourceExhaustedError) as caught:
+        save(wide(30, offset=5.0), tfrecord_path, num_shards=3)
+    assert caught.value.message == (f"{tfrecord_path}: nothing was saved: {second}; "
+                                    "No space left on device")
+    monkeypatch.undo()
+    assert snapshot(tmp_path) == before
+    assert_same_elements(dataset, load(tfrecord_path))
+
+
+def test_old_files_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
+    """On a full disk the renames back can fail too (a folder's listing grows for the old
+    names). The new temporaries are removed before them, to make room, and an old file still
+    not put back is named with where it lies, so that it can be renamed back by hand; a bare
+    error for the first rename left the dataset unloadable with no word of it."""
+    tfrecord_path, dataset, before = three_shards(tmp_path)
+    first, third = (f"{tfrecord_path}-0000{i}-of-00003" for i in (0, 2))
+    real_rename = tf.io.gfile.rename
+    temporaries_at_put_back = []
+
+    def rename(src, dst, overwrite=False):
+        src, dst = str(src), str(dst)
+        if src.endswith(".tmp.old"):  # putting an old file back
+            temporaries_at_put_back.append(sorted(
+                n for n in os.listdir(tmp_path) if TEMP_NAME.match(n) and not n.endswith(".old")))
+            if dst == first:
+                raise tf.errors.ResourceExhaustedError(None, None, f"{src}; No space left")
+        elif dst == third:  # the new third shard into place
+            raise tf.errors.ResourceExhaustedError(None, None, f"{src}; No space left")
+        return real_rename(src, dst, overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    with pytest.raises(SuperSerialError) as caught:
+        save(wide(30, offset=5.0), tfrecord_path, num_shards=3)
+    monkeypatch.undo()
+    assert temporaries_at_put_back and not any(temporaries_at_put_back)
+    [backup] = [n for n in os.listdir(tmp_path) if n.endswith(".tmp.old")]
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path}: a save failed (")
+    assert "could not put back 1 of the files there before" in message
+    assert message.endswith(f"renamed back: {tmp_path / backup} back to {Path(first).name}")
+    with pytest.raises(CorruptDataError, match="00000-of-00003"):
+        load(tfrecord_path)
+    os.rename(tmp_path / backup, first)  # as the message says
+    assert snapshot(tmp_path) == before
+    assert_same_elements(dataset, load(tfrecord_path))
+
+
+@pytest.mark.parametrize("merging", [False, True])
+def test_a_folder_that_cannot_be_made_leaves_none_and_names_the_save(tmp_path, monkeypatch,
+                                                                      merging):
+    """The folders made before it are removed (makedirs made them all in one call, and a
+    failure left them), and the error says nothing was saved (merged)."""
+    parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
+    for part in parts:
+        save(wide(5), part)
+    before = sorted(os.listdir(tmp_path))
+    real_makedirs = tf.io.gfile.makedirs
+
+    def makedirs(path):
+        if str(path).endswith("sub"):
+            raise tf.errors.ResourceExhaustedError(None, None, f"{path}; No space left")
+        return real_makedirs(path)
+
+    monkeypatch.setattr(tf.io.gfile, "makedirs", makedirs)
+    target = str(tmp_path / "new" / "sub" / "all.tfrecord")
+    with pytest.raises(tf.errors.ResourceExhaustedError) as caught:
+        if merging:
+            merge(parts, str(tmp_path / "all.tfrecord"), target)
+        else:
+            save(wide(3), target)
+    what = f"{target}: nothing was {'merged' if merging else 'saved'}"
+    assert caught.value.message == f"{what}: {tmp_path / 'new' / 'sub'}; No space left"
+    assert sorted(os.listdir(tmp_path)) == before
 
 
 def interrupted_rename(monkeypatch, n: int):
