@@ -578,8 +578,20 @@ def _bytes_text(value) -> str:
 
 def _demo(args) -> int:
     if args.dir is not None:
+        missing, folder = [], os.path.abspath(args.dir)
+        while not os.path.exists(folder):  # the folders this makes, deepest first
+            missing.append(folder)
+            folder = os.path.dirname(folder)
         os.makedirs(args.dir, exist_ok=True)
-        return _run_demo(args.dir, keep=True)
+        try:
+            return _run_demo(args.dir, keep=True)
+        except BaseException:  # a failed save leaves no files: nor the folders made for them
+            for folder in missing:
+                try:
+                    os.rmdir(folder)
+                except OSError:  # not empty
+                    break
+            raise
     folder = tempfile.mkdtemp(prefix="super_serial_demo_")
     try:
         return _run_demo(folder, keep=False)
@@ -694,12 +706,17 @@ def _run_demo(folder: str, keep: bool) -> int:
     print(f"  identical: yes (same element_spec, {DEMO_ELEMENTS} elements bit-identical)")
 
     ours = sum(s["num_bytes"] for s in header["shards"])
-    tf_data_first, theirs = _time_tf_data(dataset)
-    first = {"super_serial": (save_seconds, load_seconds), "tf.data.Dataset": tf_data_first}
-    runs: dict = {"super_serial": [], "tf.data.Dataset": []}
-    for _ in range(DEMO_REPEATS):
-        runs["super_serial"].append(_time_super_serial(dataset))
-        runs["tf.data.Dataset"].append(_time_tf_data(dataset)[0])
+    try:  # in temporary folders: where those cannot be written, the demo itself stands
+        tf_data_first, theirs = _time_tf_data(dataset)
+        first = {"super_serial": (save_seconds, load_seconds), "tf.data.Dataset": tf_data_first}
+        runs: dict = {"super_serial": [], "tf.data.Dataset": []}
+        for _ in range(DEMO_REPEATS):
+            runs["super_serial"].append(_time_super_serial(dataset))
+            runs["tf.data.Dataset"].append(_time_tf_data(dataset)[0])
+    except (OSError, tf.errors.OpError, super_serial.SuperSerialError) as error:
+        print(f"\nTimings against tf.data.Dataset skipped: they save in {tempfile.gettempdir()}, "
+              f"where that failed: {error}", file=sys.stderr)
+        return _kept(folder, path, keep)
     median = {name: tuple(statistics.median(r[i] for r in times) for i in (0, 1))
               for name, times in runs.items()}
     print(f"\nTimings on this data ({DEMO_ELEMENTS} elements; each load iterates every "
@@ -717,6 +734,11 @@ def _run_demo(folder: str, keep: bool) -> int:
     print("(ratios of the medians; below 1.00 means super_serial is faster or smaller. First "
           "runs include\n one-time costs: super_serial traces its load pipeline once per schema "
           "and process.\n A small dataset: expect noise.)")
+    return _kept(folder, path, keep)
+
+
+def _kept(folder: str, path: str, keep: bool) -> int:
+    """The demo's last line, on where its files are; its exit code (0)."""
     if keep:
         print(f"\nFiles kept in {folder}; try: {PROG} head {_shell_word(path)} -n 2")
     else:

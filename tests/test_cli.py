@@ -118,6 +118,35 @@ def test_demo_round_trips_and_compares_with_tf_data(tmp_path):
     assert out.rstrip().endswith(f"try: super-serial head {quoted} -n 2")
 
 
+def test_a_demo_that_fails_to_save_removes_the_folders_it_made(tmp_path, monkeypatch, capsys):
+    """`demo DIR` on a full disk left DIR behind, empty; a folder that was there stays."""
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device (simulated)")
+
+    monkeypatch.setattr(super_serial, "save", full)
+    (tmp_path / "there").mkdir()
+    assert cli.main(["demo", str(tmp_path / "there" / "new" / "sub")]) == 1
+    assert "No space left on device (simulated)" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["there"]
+    assert list((tmp_path / "there").iterdir()) == []
+
+
+def test_the_demo_stands_where_its_timings_cannot_be_written(tmp_path, monkeypatch, capsys):
+    """The timings against tf.data save in temporary folders: where those fail (a full
+    TMPDIR), the demo, saved and checked, says so and exits 0, where it exited 1 naming only
+    tf.data's snapshot file."""
+    def full(dataset):
+        raise tf.errors.ResourceExhaustedError(None, None, "snapshot: No space left on device")
+
+    monkeypatch.setattr(cli, "_time_tf_data", full)
+    assert cli.main(["demo", str(tmp_path / "kept")]) == 0
+    out, err = capsys.readouterr()
+    assert "identical: yes" in out
+    assert "Timings against tf.data.Dataset skipped" in err and "snapshot: No space left" in err
+    assert out.rstrip().endswith("-n 2")
+    assert len(list((tmp_path / "kept").iterdir())) == 3
+
+
 def test_demo_names_the_feature_that_differs():
     """The demo's check of the round trip (its own feature names from the header now, where
     they were worked out again from the element)."""
