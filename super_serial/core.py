@@ -3245,8 +3245,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
                          f"lists only {parts[0]}'s files beside them reads as a copy of that "
                          "part's header; remove them, or merge under another name")
     made = _make_folders(f"{header_path}: nothing was merged", header_path)  # as save does
-    token = uuid.uuid4().hex[:_TOKEN_CHARS]
-    temp = _temp_name(header_path, token)
+    temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
     try:
         _write_header(temp, merged, header_path)
         tf.io.gfile.rename(temp, header_path, overwrite=True)
