@@ -338,20 +338,33 @@ def test_other_errors_while_writing_are_raised_as_they_are(good_pair, monkeypatc
     assert_previous_pair_intact(good_pair)
 
 
-def test_a_merge_whose_header_cannot_be_written_names_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("tensorflow_error", [False, True])
+def test_a_merge_whose_header_cannot_be_written_names_it(tmp_path, monkeypatch,
+                                                         tensorflow_error):
+    """TensorFlow writes the header (GFile): a full disk gives its error; an OSError where a
+    filesystem's own code raises one."""
     parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
     for part in parts:
         save(wide(5), part)
     header_path = str(tmp_path / "all.header.yaml")
 
     def full(path, header, final):
+        if tensorflow_error:
+            raise tf.errors.ResourceExhaustedError(None, None, f"{path}; No space left on device")
         raise OSError(28, "No space left on device", path)
 
     monkeypatch.setattr(core, "_write_header", full)
-    with pytest.raises(OSError, match=re.escape(
-            f"{header_path}: nothing was merged: No space left on device")) as caught:
+    with pytest.raises((OSError, tf.errors.ResourceExhaustedError)) as caught:
         merge(parts, str(tmp_path / "all.tfrecord"), header_path)
-    assert TEMP_NAME.match(Path(caught.value.filename).name)
+    what = f"{header_path}: nothing was merged: "
+    if tensorflow_error:
+        assert type(caught.value) is tf.errors.ResourceExhaustedError
+        assert caught.value.message.startswith(what)
+        temporary = caught.value.message[len(what):].split(";")[0]
+    else:
+        assert caught.value.strerror == f"{what}No space left on device"
+        temporary = caught.value.filename
+    assert TEMP_NAME.match(Path(temporary).name)
     assert sorted(os.listdir(tmp_path)) == sorted(
         name for part in parts for name in (Path(part).name, Path(part).name + ".header.yaml"))
 
