@@ -1620,7 +1620,7 @@ def save(
 def _make_folders(what: str, *paths: str) -> list:
     """Makes the missing folders of the paths; returns those it made, deepest first. Where one
     cannot be made (a full disk), those made before it are removed, and the error begins with
-    `what` (`_nothing_saved`)."""
+    `what` (`_raise_nothing_saved`)."""
     made: list = []
     try:
         for folder in sorted({_dirname(path) for path in paths}):
@@ -1634,9 +1634,7 @@ def _make_folders(what: str, *paths: str) -> list:
                 made.append(level)
     except BaseException as error:
         _remove_empty_folders(sorted(set(made), key=len, reverse=True))
-        named = _nothing_saved(error, what)
-        if named is not None:
-            raise named from error
+        _raise_nothing_saved(error, what)
         raise
     return sorted(set(made), key=len, reverse=True)
 
@@ -1701,10 +1699,8 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
         if problem is None:
             # its own files' errors: writing them (named by the save's token), or putting them
             # in place (renaming the old ones aside names those)
-            named = _nothing_saved(e, f"{tfrecord_path}: nothing was saved") if (
-                files.token in str(e) or files.committing) else None
-            if named is not None:
-                raise named from e
+            if files.token in str(e) or files.committing:
+                _raise_nothing_saved(e, f"{tfrecord_path}: nothing was saved")
             raise
         raise SchemaError(f"{tfrecord_path}: nothing was saved: {problem}") from None
     finally:
@@ -2726,16 +2722,16 @@ def _out_of_files(error: BaseException) -> bool:
         "Too many open files" in str(error))
 
 
-def _nothing_saved(error: BaseException, what: str) -> BaseException | None:
-    """An OSError or TensorFlow error of a failed save's (or merge's) own file work (writing
-    or renaming its files, making their folders: a full disk, a folder it may not write in)
-    as the same kind of error, its message (an OSError's strerror) beginning with `what`
-    ("<path>: nothing was saved"), the file it names kept; None for any other error."""
+def _raise_nothing_saved(error: BaseException, what: str):
+    """Raises an OSError or TensorFlow error of a failed save's (or merge's) own file work
+    (writing or renaming its files, making their folders: a full disk, a folder it may not
+    write in) as the same kind of error, its message (an OSError's strerror) beginning with
+    `what` ("<path>: nothing was saved"), the file it names kept. Returns for any other
+    error, which the caller raises as it is."""
     if isinstance(error, OSError) and error.errno is not None:
-        return OSError(error.errno, f"{what}: {error.strerror}", error.filename)
+        raise OSError(error.errno, f"{what}: {error.strerror}", error.filename) from error
     if isinstance(error, tf.errors.OpError) and type(error) is not tf.errors.OpError:
-        return type(error)(error.node_def, error.op, f"{what}: {error.message}")
-    return None
+        raise type(error)(error.node_def, error.op, f"{what}: {error.message}") from error
 
 
 def _open_files_limit() -> str:
@@ -2785,10 +2781,8 @@ class _RecordFiles:
                     f"files{_open_files_limit()}); save fewer shards, or with shard_size= "
                     "(one file open at a time), or raise the limit"
                 )) from error
-            named = _nothing_saved(error, f"{tfrecord_path}: nothing was saved") if (
-                self.token in str(error)) else None  # opening its own temporaries
-            if named is not None:
-                raise named from error
+            if self.token in str(error):  # opening its own temporaries
+                _raise_nothing_saved(error, f"{tfrecord_path}: nothing was saved")
             raise
 
     def _start(self, num_shards, shard_size):
@@ -3252,9 +3246,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     except BaseException as error:
         _remove_quietly(temp)
         _remove_empty_folders(made)  # as a failed save leaves none
-        named = _nothing_saved(error, f"{header_path}: nothing was merged")
-        if named is not None:
-            raise named from error
+        _raise_nothing_saved(error, f"{header_path}: nothing was merged")
         raise
     return merged.to_yaml()
 
