@@ -577,21 +577,8 @@ def _bytes_text(value) -> str:
 
 
 def _demo(args) -> int:
-    if args.dir is not None:
-        missing, folder = [], os.path.abspath(args.dir)
-        while not os.path.exists(folder):  # the folders this makes, deepest first
-            missing.append(folder)
-            folder = os.path.dirname(folder)
-        os.makedirs(args.dir, exist_ok=True)
-        try:
-            return _run_demo(args.dir, keep=True)
-        except BaseException:  # a failed save leaves no files: nor the folders made for them
-            for folder in missing:
-                try:
-                    os.rmdir(folder)
-                except OSError:  # not empty
-                    break
-            raise
+    if args.dir is not None:  # save makes its folders (and removes them if it fails)
+        return _run_demo(args.dir, keep=True)
     folder = tempfile.mkdtemp(prefix="super_serial_demo_")
     try:
         return _run_demo(folder, keep=False)
