@@ -131,7 +131,7 @@ def _start_tensorflow(quiet: bool):
     TensorFlow 2.21 prints absl lines ("oneDNN custom operations are on", "Could not find
     cuda drivers", "failed call to cuInit") straight to file descriptor 2 before its logging
     is set up, ignoring TF_CPP_MIN_LOG_LEVEL; they would bury the one line this tool prints.
-    If the import fails, the held-back text is shown after all.
+    If the import fails, the held-back text is shown after all (not after a Ctrl-C).
     """
     if not quiet or "tensorflow" in sys.modules:
         import tensorflow  # noqa: F401
@@ -144,10 +144,11 @@ def _start_tensorflow(quiet: bool):
             import tensorflow as tf
 
             tf.config.list_logical_devices()  # device set-up logs too
-        except BaseException:
+        except BaseException as error:
             os.dup2(saved, 2)
-            held.seek(0)
-            sys.stderr.write(held.read().decode(errors="replace"))
+            if not isinstance(error, KeyboardInterrupt):  # a Ctrl-C needs no explaining
+                held.seek(0)
+                sys.stderr.write(held.read().decode(errors="replace"))
             raise
         finally:
             os.dup2(saved, 2)

@@ -2775,7 +2775,8 @@ class _RecordFiles:
             self.abort()
             if _out_of_files(error) and not shard_size and num_shards > 1:
                 raise OSError(errno.EMFILE, (
-                    f"{tfrecord_path}: {os.strerror(errno.EMFILE)}: num_shards={num_shards} "
+                    f"{tfrecord_path}: nothing was saved: {os.strerror(errno.EMFILE)}: "
+                    f"num_shards={num_shards} "
                     f"keeps that many record files open at once, and this process could open "
                     f"{opened} (its limit on open "
                     f"files{_open_files_limit()}); save fewer shards, or with shard_size= "

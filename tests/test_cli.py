@@ -429,6 +429,20 @@ def test_held_back_start_up_lines_are_shown_when_tensorflow_fails_to_import(tmp_
     ], result.stderr
 
 
+def test_held_back_start_up_lines_stay_back_after_a_ctrl_c_during_the_import(tmp_path):
+    fake = tmp_path / "tensorflow"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        "import os\nos.write(2, b'fake start-up line\\n')\nraise KeyboardInterrupt\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+
+    result = subprocess.run([sys.executable, "-m", "super_serial", "inspect", "x"],
+                            capture_output=True, text=True, timeout=60, env=env)
+
+    assert result.returncode == 130
+    assert result.stderr.splitlines() == ["super-serial: interrupted"], result.stderr
+
+
 def buffered_env() -> dict:
     """The user's environment as a shell usually has it: stdout block-buffered into a pipe or
     file (PYTHONUNBUFFERED, which hid the failures below, unset)."""

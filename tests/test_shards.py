@@ -809,8 +809,9 @@ def test_more_shards_than_the_process_may_open_is_a_clear_error(tmp_path, compre
     report = json.loads(result.stdout.strip().splitlines()[-1])
     kind, number, message = report["error"]
     assert (kind, number) == ("OSError", errno.EMFILE)
-    assert message.startswith(f"[Errno {errno.EMFILE}] {tmp_path / 'data.tfrecord'}: Too many "
-                              "open files: num_shards=100 keeps that many record files")
+    assert message.startswith(f"[Errno {errno.EMFILE}] {tmp_path / 'data.tfrecord'}: nothing was "
+                              "saved: Too many open files: num_shards=100 keeps that many "
+                              "record files")
     assert f"`ulimit -n`, is {report['limit']:,}" in message
     assert "shard_size=" in message
     # nothing of the failed save is left, and the earlier one loads as it was
