@@ -412,35 +412,25 @@ def test_bad_usage_in_process(argv, capsys):
     assert capsys.readouterr().err.startswith("usage: super-serial")
 
 
-def test_held_back_start_up_lines_are_shown_when_tensorflow_fails_to_import(tmp_path):
-    fake = tmp_path / "tensorflow"
-    fake.mkdir()
-    (fake / "__init__.py").write_text(
-        "import os\nos.write(2, b'fake start-up line\\n')\nraise ImportError('broken install')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-
-    result = subprocess.run([sys.executable, "-m", "super_serial", "inspect", "x"],
-                            capture_output=True, text=True, timeout=60, env=env)
-
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [
+@pytest.mark.parametrize("raised, status, stderr", [
+    ("ImportError('broken install')", 1, [
         "fake start-up line",
-        "super-serial: error: import failed: broken install (run with --debug for the traceback)",
-    ], result.stderr
-
-
-def test_held_back_start_up_lines_stay_back_after_a_ctrl_c_during_the_import(tmp_path):
+        "super-serial: error: import failed: broken install (run with --debug for the traceback)"]),
+    ("KeyboardInterrupt", 130, ["super-serial: interrupted"]),  # a Ctrl-C needs no log lines
+])
+def test_held_back_start_up_lines_are_shown_when_tensorflow_fails_to_import(
+        tmp_path, raised, status, stderr):
     fake = tmp_path / "tensorflow"
     fake.mkdir()
     (fake / "__init__.py").write_text(
-        "import os\nos.write(2, b'fake start-up line\\n')\nraise KeyboardInterrupt\n")
+        f"import os\nos.write(2, b'fake start-up line\\n')\nraise {raised}\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
 
     result = subprocess.run([sys.executable, "-m", "super_serial", "inspect", "x"],
                             capture_output=True, text=True, timeout=60, env=env)
 
-    assert result.returncode == 130
-    assert result.stderr.splitlines() == ["super-serial: interrupted"], result.stderr
+    assert result.returncode == status
+    assert result.stderr.splitlines() == stderr, result.stderr
 
 
 def buffered_env() -> dict:
