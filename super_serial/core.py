@@ -1105,9 +1105,8 @@ _VARINT_TABLE = 1 << 16
 # slices of 4,096 against 4,750-10,500 in slices of 8,192-65,536 (36.5-37.4 against 38.8-44.5
 # ms); with no faults, 1.25 million ids took 10.7 ms against 9.3-9.8 in 8,192-16,384.
 _TABLE_SLICE = 1 << 12
-# By a varint's length n: its "more bytes follow" bits, and which of its word's bytes it uses
+# By a varint's length n: its "more bytes follow" bits
 _MORE_BITS = [sum(0x80 << 8 * i for i in range(n - 1)) for n in range(9)]
-_USED_BYTES = [sum(1 << 8 * i for i in range(n)) for n in range(9)]
 
 
 def _word_varints(values: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
@@ -1119,13 +1118,16 @@ def _word_varints(values: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray
 
 def _table_varints(values: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
     """`_word_varints` of values below `_VARINT_TABLE`, their words looked up in a table."""
-    index = values.astype(np.intp, copy=False)
+    if values.dtype.itemsize == np.dtype(np.intp).itemsize:  # unsigned: all below 65,536
+        index = values.view(np.intp)
+    else:
+        index = values.astype(np.intp)
     return _drop_unused(*(column[index] for column in _varint_table()))
 
 
-def _varint_words(x: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each value's varint in the little-endian bytes of a word of x's dtype: (the words, words
-    whose bytes are 1 where the varint uses that byte, the varints' lengths)."""
+def _varint_words(x: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's varint in the little-endian bytes of a word of x's dtype, its other bytes
+    0: (the words, the varints' lengths)."""
     lengths = _varint_lengths(x, most)
     out = x & 0x7F
     group = np.empty_like(x)
@@ -1134,17 +1136,22 @@ def _varint_words(x: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.
         group &= 0x7F << (8 * k)
         out |= group
     out |= np.array(_MORE_BITS[: most + 1], x.dtype)[lengths]
-    return out, np.array(_USED_BYTES[: most + 1], x.dtype)[lengths], lengths
+    return out, lengths
 
 
-def _drop_unused(words: np.ndarray, used: np.ndarray, lengths: np.ndarray) -> tuple:
-    """`_varint_words`' words as varints: (their used bytes in order, the lengths)."""
-    return np.compress(_little_endian_bytes(used).view(bool), _little_endian_bytes(words)), lengths
+def _drop_unused(words: np.ndarray, lengths: np.ndarray) -> tuple:
+    """`_varint_words`' words as varints: (their used bytes in order, the lengths). A varint
+    uses its word's first byte (0 for the value 0) and its other bytes that are not 0: all but
+    its last byte carry the "more bytes follow" bit, and its last the value's top bits."""
+    data = _little_endian_bytes(words)
+    used = data != 0
+    used[:: words.dtype.itemsize] = True
+    return np.compress(used, data), lengths
 
 
 @functools.lru_cache(maxsize=1)
-def _varint_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_varint_words` of every value below `_VARINT_TABLE` (576 KiB)."""
+def _varint_table() -> tuple[np.ndarray, np.ndarray]:
+    """`_varint_words` of every value below `_VARINT_TABLE` (320 KiB)."""
     return _varint_words(np.arange(_VARINT_TABLE, dtype=np.uint32), 3)
 
 
