@@ -1625,9 +1625,9 @@ def save(
 
 
 def _make_folders(what: str, *paths: str) -> list:
-    """Makes the missing folders of the paths; returns those it made, deepest first. Where one
-    cannot be made (a full disk), those made before it are removed, and the error begins with
-    `what` (`_raise_nothing_saved`)."""
+    """Makes the missing folders of the paths; returns those it made, each before its parent
+    (the order they are made in, reversed). Where one cannot be made (a full disk), those made
+    before it are removed, and the error begins with `what` (`_raise_nothing_saved`)."""
     made: list = []
     try:
         for folder in sorted({_dirname(path) for path in paths}):
@@ -1640,10 +1640,10 @@ def _make_folders(what: str, *paths: str) -> list:
                 tf.io.gfile.makedirs(level)
                 made.append(level)
     except BaseException as error:
-        _remove_empty_folders(sorted(set(made), key=len, reverse=True))
+        _remove_empty_folders(made[::-1])
         _raise_nothing_saved(error, what)
         raise
-    return sorted(set(made), key=len, reverse=True)
+    return made[::-1]
 
 
 def _remove_empty_folders(folders: list):

@@ -481,8 +481,9 @@ def test_old_files_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
 @pytest.mark.parametrize("merging", [False, True])
 def test_a_folder_that_cannot_be_made_leaves_none_and_names_the_save(tmp_path, monkeypatch,
                                                                       merging):
-    """The folders made before it are removed (makedirs made them all in one call, and a
-    failure left them), and the error says nothing was saved (merged)."""
+    """The folders made before it (two levels, removed each before its parent) are removed
+    (makedirs made them all in one call, and a failure left them), and the error says
+    nothing was saved (merged)."""
     parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
     for part in parts:
         save(wide(5), part)
@@ -495,14 +496,14 @@ def test_a_folder_that_cannot_be_made_leaves_none_and_names_the_save(tmp_path, m
         return real_makedirs(path)
 
     monkeypatch.setattr(tf.io.gfile, "makedirs", makedirs)
-    target = str(tmp_path / "new" / "sub" / "all.tfrecord")
+    target = str(tmp_path / "new" / "deeper" / "sub" / "all.tfrecord")
     with pytest.raises(tf.errors.ResourceExhaustedError) as caught:
         if merging:
             merge(parts, str(tmp_path / "all.tfrecord"), target)
         else:
             save(wide(3), target)
     what = f"{target}: nothing was {'merged' if merging else 'saved'}"
-    assert caught.value.message == f"{what}: {tmp_path / 'new' / 'sub'}; No space left"
+    assert caught.value.message == f"{what}: {tmp_path / 'new' / 'deeper' / 'sub'}; No space left"
     assert sorted(os.listdir(tmp_path)) == before
 
 
