@@ -1664,12 +1664,13 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
     features, block_records = planned.features, planned.block_records
     # Where strings, or unknown shapes from a generator or map, make the spec's size a guess,
     # elements are read in small batches (`_read_records`), merged into batches of about
-    # _TARGET_BATCH_BYTES by the bytes encoded so far (`_Merger`).
+    # _TARGET_BATCH_BYTES by the bytes encoded so far (`_Merger`); other unknown shapes are
+    # read as the spec's guess sizes them, and merged so too.
     # elements_per_batch reads and encodes exactly that many.
-    read_records, max_records = ((elements_per_batch,) * 2 if elements_per_batch else
-                                 _read_records(features, batch_records, dataset))
-    batches = _Merger(_batches_for_encoding(dataset, features, read_records,
-                                            small_reads=read_records < max_records),
+    read_records, max_records, small_reads = (
+        (elements_per_batch, elements_per_batch, False) if elements_per_batch else
+        _read_records(features, batch_records, dataset))
+    batches = _Merger(_batches_for_encoding(dataset, features, read_records, small_reads),
                       read_records, max_records)
     files = _RecordFiles(tfrecord_path, num_shards or 1, shard_size, planned.compression,
                          block_records)
@@ -2043,32 +2044,40 @@ def _block_and_batch_records(features: list, num_shards: int, cardinality: int
     return block, batch
 
 
-def _read_records(features: list, batch_records: int, dataset) -> tuple[int, int]:
-    """Elements `save` reads at a time, and at most in a batch: `batch_records`, sized from
-    the element spec, unless that size is a guess. Then reads of at most `_READ_COSTLY` or
-    `_READ_RECORDS`, merged into batches afterwards (`_Merger`): where shapes are unknown
-    (`_GUESSED_DIM` values an unknown dim) or strings (`_GUESSED_STRING_BYTES` a string) make
-    it a guess and the pipeline calls a function for each element anyway (`_costly_elements`:
-    a generator of audio clips, a map reading image files), or where strings are the only
-    guess.
+def _read_records(features: list, batch_records: int, dataset) -> tuple[int, int, bool]:
+    """Elements `save` reads at a time, at most in a batch, and whether those are small reads
+    (`_batches_for_encoding`): `batch_records`, sized from the element spec, unless that size
+    is a guess. Then small reads of at most `_READ_COSTLY` or `_READ_RECORDS`, merged into
+    batches afterwards (`_Merger`): where shapes are unknown (`_GUESSED_DIM` values an unknown
+    dim) or strings (`_GUESSED_STRING_BYTES` a string) make it a guess and the pipeline calls
+    a function for each element anyway (`_costly_elements`: a generator of audio clips, a map
+    reading image files), or where strings are the only guess.
 
     Other unknown shapes of a cheap pipeline (arrays in memory, a cache) are read as the
     spec sizes them: a small read costs 0.1 to 0.3 ms, as much as 30 small elements take to
     read there, and their memory is held already. Small reads would also leave out
     `sparse_batch` and windows (`_batches_for_encoding`: sparse reads are not merged), and
-    reads of 256 made saves of an id beside a token list 1.3 times slower. Where a component
-    of a known number of strings (an encoded image, an id) sits beside them, batches take at
-    most `_BESIDE_STRINGS` elements instead of up to 8,192: a cached detection dataset of
-    150 kB images and their boxes made batches of 1.2 GB."""
+    reads of 256 made saves of an id beside a token list 1.3 times slower. Where those reads
+    come to fewer than `_MAX_BATCH_RECORDS` elements (several unknown dims, guessed at 64
+    values each), they are merged too, by the bytes they turn out to hold: 2,000 cached
+    string matrices of up to 3 x 3 were read 124 at a time, each read encoded and written by
+    itself (50 ms, `tf.data` 16). Where a component of a known number of strings (an encoded
+    image, an id) sits beside them, batches take at most `_BESIDE_STRINGS` elements instead of
+    up to 8,192: a cached detection dataset of 150 kB images and their boxes made batches of
+    1.2 GB."""
     strings = any(f.dtype.name == "string" for f in features)
     fixed = all(f.kind == "fixed" for f in features)
     if (strings or not fixed) and _costly_elements(dataset):
-        return min(batch_records, _READ_COSTLY), batch_records
+        read = min(batch_records, _READ_COSTLY)
+        return read, batch_records, read < batch_records
     if strings and fixed:
-        return min(batch_records, _READ_RECORDS), batch_records
+        read = min(batch_records, _READ_RECORDS)
+        return read, batch_records, read < batch_records
     if any(f.dtype.name == "string" and f.kind == "fixed" for f in features):
-        return (min(batch_records, _BESIDE_STRINGS),) * 2
-    return batch_records, batch_records
+        return min(batch_records, _BESIDE_STRINGS), min(batch_records, _BESIDE_STRINGS), False
+    if not fixed and not _sparse_batches(features):  # read as the spec says, merged by bytes
+        return batch_records, max(batch_records, _MAX_BATCH_RECORDS), False
+    return batch_records, batch_records, False
 
 
 class _Merger:

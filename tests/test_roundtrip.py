@@ -2114,23 +2114,30 @@ def _clips_dataset(count: int, length: int) -> tf.data.Dataset:
         "label": tf.TensorSpec([], tf.int64)})
 
 
+@pytest.mark.parametrize("cached", [False, True])
 @pytest.mark.parametrize("length, expected_rows", [
     (1_000, [4, 4, 4, 4, 4, 4]),  # 4 elements come to about 29 kB: a read is a batch
     (3, [4, 80, 76, 76, 76, 8]),  # 4 come to about 1 kB: 80 at most, then 76 fit 20 kB
 ])
-def test_unknown_shapes_of_a_costly_pipeline_are_read_a_few_at_a_time_and_merged(
-        length, expected_rows, tmp_path, monkeypatch):
+def test_unknown_shapes_are_read_a_few_at_a_time_and_merged_by_their_bytes(
+        length, expected_rows, cached, tmp_path, monkeypatch):
     """Where shapes are unknown and the pipeline calls a function for each element anyway (a
     generator, a map), save reads _READ_COSTLY elements at a time and merges them by the
     bytes encoded so far, as it does strings: audio clips of unknown length are not read
-    thousands at a time. The files are the same as with a batch for each element. (Sizes
-    scaled down: 20 kB a batch, 4 elements a read, at most 80 elements a batch.)"""
+    thousands at a time. From a cache (or memory) it reads as many as the spec's guess (64
+    values an unknown dim) sizes a batch, and where that is fewer than _MAX_BATCH_RECORDS
+    (several unknown dims), merges them the same way: 2,000 cached string matrices of up to
+    3 x 3 were read and encoded 124 at a time. The files are the same as with a batch for
+    each element. (Sizes scaled down: 20 kB a batch, 4 elements a read, at most 80 elements
+    a batch.)"""
     monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 20_000)
     monkeypatch.setattr(super_serial.core, "_READ_COSTLY", 4)
+    monkeypatch.setattr(super_serial.core, "_MAX_BATCH_RECORDS", 80)
     monkeypatch.setattr(super_serial.core, "_block_and_batch_records",
-                        lambda features, shards, cardinality: (4, 80))
+                        lambda features, shards, cardinality: (4, 4 if cached else 80))
     dataset = _clips_dataset(sum(expected_rows), length)
-    assert super_serial.core._costly_elements(dataset)
+    dataset = dataset.cache() if cached else dataset
+    assert super_serial.core._costly_elements(dataset) is not cached
     batches = _batches_saved(dataset, tmp_path, monkeypatch)
     assert [rows for rows, _ in batches] == expected_rows
     # merged reads come to about the bytes meant, by the bytes an element took so far
