@@ -271,7 +271,7 @@ def test_verify_progress_bar(saved):
     assert "OK: 2 files" in result.stdout and "super_serial: verify" not in result.stdout
 
 
-def test_verify_no_progress_wins_over_progress(saved):
+def test_verify_refuses_progress_and_no_progress_together(saved):
     result = run("verify", str(saved), "--progress", "--no-progress")
 
     assert result.returncode == 2 and "not allowed with argument" in result.stderr
