@@ -1,15 +1,16 @@
 """super_serial against tf.data.Dataset.save/load on schemas beyond bench.py's two workloads.
 
 Each schema (ragged, mixed dtypes, float64, dense components of unknown shape, long lists of
-integers and strings, long strings) is saved by both and loaded by both, alternately in one
-process; a load iterates ``.batch(512)``, or ``.padded_batch(512)`` where dense shapes vary:
-batch's equivalent for them, with no function for each element. (``.ragged_batch(512)`` maps
-every element with a tf.data map, 20-40 us an element on 2 cores, both sides alike: it would
-measure itself more than the loaders.) Prints medians and the ratios super_serial / tf.data
-(<= 1.0 is better), also for ``load(..., batch_size=512)`` against what gives the same batches:
-``tf.data.Dataset.load`` with ``.batch(512)``, or ``.ragged_batch(512)`` where dense shapes
-vary. Each timed operation starts after a pause of ``--settle`` seconds, and each save
-writes where nothing is (the last one's files removed before the clock), as in bench.py.
+integers and strings, small string matrices, long strings) is saved by both and loaded by both,
+alternately in one process; a load iterates ``.batch(512)``, or ``.padded_batch(512)`` where
+dense shapes vary: batch's equivalent for them, with no function for each element.
+(``.ragged_batch(512)`` maps every element with a tf.data map, 20-40 us an element on 2 cores,
+both sides alike: it would measure itself more than the loaders.) Prints medians and the ratios
+super_serial / tf.data (<= 1.0 is better), also for ``load(..., batch_size=512)`` against what
+gives the same batches: ``tf.data.Dataset.load`` with ``.batch(512)``, or
+``.ragged_batch(512)`` where dense shapes vary. Each timed operation starts after a pause of
+``--settle`` seconds, and each save writes where nothing is (the last one's files removed
+before the clock), as in bench.py.
 
 Usage::
 
@@ -87,6 +88,12 @@ def schemas(n: int) -> dict:
         "string [None] (about 50 words)": (
             varying([None], lambda i: (i * 7919 % 100 + 1,), tf.string, words).take(n // 8),
             True),
+        # small elements of two unknown dims (n / 10): a few sentences of a few words each
+        "string [None, None] (1-3 x 1-3 words)": (
+            varying([None, None], lambda i: (i % 3 + 1, i * 7919 % 3 + 1), tf.string,
+                    lambda i, shape: np.array([[b"word%d" % ((i + j) % 5000)] * shape[1]
+                                               for j in range(shape[0])], object)
+                    ).take(n // 10), True),
         # decoded images of varying size (n / 40 of them, about 250 x 300 x 3: 225 kB)
         "uint8 [None, None, 3] (decoded images)": (varying(
             [None, None, 3], lambda i: (200 + i * 7919 % 100, 250 + i * 104729 % 100, 3),
