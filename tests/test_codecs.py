@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import unittest.mock
 from pathlib import Path
 
 import hypothesis.extra.numpy as hnp
@@ -405,6 +406,51 @@ def _row_bytes(pieces: list, rows: int) -> list:
     data, offsets = core._concat(pieces, rows)
     data = np.asarray(data).tobytes()
     return [data[a:b] for a, b in zip(offsets.tolist(), offsets[1:].tolist())]
+
+
+@st.composite
+def columns(draw):
+    """Columns of a few rows as `_concat` takes them: fixed ones (a constant broadcast to every
+    row, or rows of 0-3 bytes) and ones of varying length, from empty rows to rows of 300 and
+    700 bytes, so that pieces are placed each way (scattered, by a mask, row by row)."""
+    rows = draw(st.integers(1, 6))
+    pieces = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["const", "fixed", "varying"]))
+        if kind == "const":
+            pieces.append(core._const(draw(st.binary(min_size=1, max_size=3)), rows))
+        elif kind == "fixed":
+            width = draw(st.integers(0, 3))
+            data = draw(st.binary(min_size=rows * width, max_size=rows * width))
+            pieces.append(core._Col(np.frombuffer(data, np.uint8).reshape(rows, width)))
+        else:
+            lengths = draw(st.lists(st.sampled_from([0, 1, 2, 300, 700]), min_size=rows,
+                                    max_size=rows))
+            data = draw(st.binary(min_size=sum(lengths), max_size=sum(lengths)))
+            pieces.append(core._Col(np.frombuffer(data, np.uint8), np.array(lengths, np.int64)))
+    return pieces, rows
+
+
+@pytest.mark.parametrize("masked_bytes", [256, 1 << 40])  # pieces placed by masks, or none
+@examples(100)
+@given(case=columns())
+def test_concat_gives_each_row_its_pieces_in_order(masked_bytes, case):
+    """`_concat` joins runs of fixed pieces, places large pieces that make much of the output
+    by a mask of the bytes they own, and the others by an index: each row's bytes are its
+    pieces' bytes for that row, in order."""
+    pieces, rows = case
+    with unittest.mock.patch.object(core, "_MASKED_BYTES", masked_bytes):
+        got = _row_bytes(pieces, rows)
+    expected = [b""] * rows
+    for piece in pieces:
+        if piece.fixed:
+            cut = [np.asarray(piece.data[i]).tobytes() for i in range(rows)]
+        else:
+            ends = np.cumsum(piece.lengths).tolist()
+            data = piece.data.tobytes()
+            cut = [data[a:b] for a, b in zip([0] + ends, ends)]
+        expected = [row + part for row, part in zip(expected, cut)]
+    assert got == expected
 
 
 list_dtypes = st.sampled_from(["bool", "int16", "int32", "int64", "uint16", "uint32", "string"])
