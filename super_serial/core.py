@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 FORMAT_NAME = "super_serial"
-FORMAT_VERSION = 2  # what save writes; load reads versions 1 and 2
-_READ_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # what save writes; load reads versions 1 to 3
+_READ_VERSIONS = (1, 2, 3)
 HEADER_SUFFIX = ".header.yaml"
 COMPRESSIONS = (None, "GZIP", "ZLIB")
 BARE_TENSOR_NAME = "tensor"
@@ -137,7 +137,9 @@ class CorruptDataError(SuperSerialError):
 #   bytes: BytesList, one entry per string value.
 #   raw:   BytesList with one entry: the values' little-endian bytes, row-major.
 # Format version 2 stores int8 and uint8 raw (one byte a value); version 1 stored them as int64,
-# which cost up to 2 bytes a value for uint8 (10 for a negative int8) and still loads.
+# which cost up to 2 bytes a value for uint8 (10 for a negative int8) and still loads. Version
+# 3 stores int16 and uint16 raw too (two bytes a value), which version 2 stored as int64: 3
+# bytes for a uint16 from 16,384, 10 for a negative int16 (audio: 3 times the raw size).
 ENCODINGS = ("int64", "float", "bytes", "raw")
 
 
@@ -152,11 +154,11 @@ class _DType:
 _DTYPE_TABLE = (
     _DType("bool", tf.bool, "int64"),
     _DType("int8", tf.int8, "raw", tf.int8),
-    _DType("int16", tf.int16, "int64"),
+    _DType("int16", tf.int16, "raw", tf.int16),
     _DType("int32", tf.int32, "int64"),
     _DType("int64", tf.int64, "int64"),
     _DType("uint8", tf.uint8, "raw", tf.uint8),
-    _DType("uint16", tf.uint16, "int64"),
+    _DType("uint16", tf.uint16, "raw", tf.uint16),
     _DType("uint32", tf.uint32, "int64"),
     _DType("uint64", tf.uint64, "raw", tf.int64),
     _DType("float16", tf.float16, "raw", tf.float16),
@@ -1751,12 +1753,12 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
 def _slices(leaves: list, rows: int) -> list:
     """A batch read as (leaves, rows) slices of consecutive rows, each of at most about
     `_TARGET_BATCH_BYTES` of numbers (or one row), encoded and written one after another,
-    where the read holds twice that or more: a read sized from the spec's guess of 64 values
-    an unknown dim can hold far more (200 cached int16 clips of 200,000 values in one read:
-    its varints, their lengths and their sums took 522 MB at once, and 1.31 s against 0.53
-    in batches of 8). Cut by each row's bytes, so that wide rows side by side (a dataset
-    sorted by length) are spread over slices too. Strings count none (slicing them would
-    copy them), and batches with lists of strings (`sparse_batch`) are not sliced."""
+    where the read holds twice that or more: a read sized from the spec's guess of 64 values an
+    unknown dim can hold far more (200 cached int16 clips of 200,000 values in one read, stored
+    as int64 before format version 3: their varints, lengths and sums took 522 MB at once, and
+    1.31 s against 0.53 in batches of 8). Cut by each row's bytes, so that wide rows side by
+    side (a dataset sorted by length) are spread over slices too. Strings count none (slicing
+    them would copy them), and batches with lists of strings (`sparse_batch`) are not sliced."""
     if rows < 2 or any(isinstance(leaf, tf.SparseTensor) for leaf in leaves):
         return [(leaves, rows)]
     ends = np.cumsum(sum(_number_bytes(leaf, rows) for leaf in leaves))

@@ -181,7 +181,7 @@ def test_inspect_prints_schema_structure_and_shards(saved):
     assert rows["meta/name"] == ["string", "[]", "bytes", "0"]
     assert rows["meta/words"] == ["int64", "[2,", "None]", "int64", "1"]
     assert "structure: {image, label, meta: {name, words}, tokens}" in out
-    assert f"{ELEMENTS} records" in out and "compression none" in out and "version 2" in out
+    assert f"{ELEMENTS} records" in out and "compression none" in out and "version 3" in out
     header = super_serial.read_header(super_serial.default_header_path(saved))
     for s in header["shards"]:
         assert rows[s["file"]] == [f"{s['num_records']:,}", f"{s['num_bytes']:,}"]
@@ -193,7 +193,7 @@ def test_inspect_json_is_the_header_for_scripts(saved):
 
     assert result.returncode == 0, result.stderr
     info = json.loads(result.stdout)
-    assert info["num_records"] == ELEMENTS and info["version"] == 2
+    assert info["num_records"] == ELEMENTS and info["version"] == 3
     assert info["compression"] is None and info["format"] == "super_serial"
     features = {f["name"]: f for f in info["features"]}
     assert list(features) == ["image", "label", "meta/name", "meta/words", "tokens"]
@@ -365,7 +365,7 @@ def test_names_that_would_not_read_as_one_are_quoted(tmp_path, capsys):
     super_serial.save(tf.data.Dataset.from_tensors({k: i for i, k in enumerate(keys)}), path)
     assert cli.main(["inspect", path]) == 0
     out = capsys.readouterr().out
-    assert "format super_serial version 2; 1 record; compression none" in out
+    assert "format super_serial version 3; 1 record; compression none" in out
     quoted = ['""', '" sp"', '"a, b"', '"new\\nline"', "plain/name", '"tab\\tx"',
               '"\\u65e5\\u2028\\u672c"', "日本語"]  # in sorted order
     assert f"structure: {{{', '.join(quoted)}}}" in out, out

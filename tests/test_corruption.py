@@ -472,6 +472,19 @@ RANGE_CASES = {
 }
 
 
+# 16-bit ints are raw since format version 3; version 2 stored them as int64, as it stored
+# 32-bit ones: saved as those, then their header says what version 2 wrote
+_INT64_ENCODED = {tf.int16: tf.int32, tf.uint16: tf.uint32}
+
+
+def _as_written_by_version_2(header_path, name: str, dtype: tf.DType):
+    header = yaml.safe_load(Path(header_path).read_text())
+    if header["features"][name]["dtype"] != dtype.name:
+        header["version"] = 2
+        header["features"][name].update(dtype=dtype.name, dtype_enum=dtype.as_datatype_enum)
+        Path(header_path).write_text(yaml.safe_dump(header))
+
+
 @pytest.mark.parametrize("name", sorted(RANGE_CASES))
 def test_verify_finds_int64_values_that_do_not_fit_the_dtype(paths, name):
     """A header that says int16 over records whose Int64List holds 40000 (an edited header,
@@ -479,13 +492,16 @@ def test_verify_finds_int64_values_that_do_not_fit_the_dtype(paths, name):
     (it would cost its loads of such lists 5-15%) and wraps the value as tf.cast does."""
     tfrecord_path, header_path = paths
     dtype, shape, bad, problem = RANGE_CASES[name]
-    values = np.zeros([NUM, 2], dtype.as_numpy_dtype)
+    stored = _INT64_ENCODED.get(dtype, dtype)
+    values = np.zeros([NUM, 2], stored.as_numpy_dtype)
     if shape is None:
         source = tf.data.Dataset.from_tensor_slices({"v": tf.RaggedTensor.from_tensor(values)})
     else:
-        source = tf.data.Dataset.from_generator(lambda: ({"v": v} for v in values),
-                                                output_signature={"v": tf.TensorSpec(shape, dtype)})
+        source = tf.data.Dataset.from_generator(
+            lambda: ({"v": v} for v in values),
+            output_signature={"v": tf.TensorSpec(shape, stored)})
     save(source, tfrecord_path, header_path)
+    _as_written_by_version_2(header_path, "v", dtype)
     first = load(tfrecord_path, header_path).take(2).as_numpy_iterator()
     assert [e["v"].tolist() for e in first] == [[0, 0]] * 2
     edit_examples(tfrecord_path, header_path, {1050: {"v": [0, bad]}})
@@ -499,8 +515,9 @@ def test_verify_finds_int64_values_that_do_not_fit_the_dtype(paths, name):
 def test_int64_values_are_not_range_checked_as_raw_lists(paths):
     """With original_dtypes=False nothing is narrowed, so nothing is checked."""
     tfrecord_path, header_path = paths
-    save(tf.data.Dataset.from_tensor_slices({"v": np.zeros([3, 2], np.int16)}), tfrecord_path,
+    save(tf.data.Dataset.from_tensor_slices({"v": np.zeros([3, 2], np.int32)}), tfrecord_path,
          header_path)
+    _as_written_by_version_2(header_path, "v", tf.int16)
     edit_examples(tfrecord_path, header_path, {1: {"v": [0, 40000]}})
     raw = [e["v"].tolist() for e in load(tfrecord_path, header_path,
                                          original_dtypes=False).as_numpy_iterator()]

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 from conftest import assert_same_elements
 
 import super_serial
@@ -125,6 +126,7 @@ GOLDEN = TESTS / "golden"
 RECORDS_SHA256 = {
     1: "da7be4d855ddf1080be0c47dcfdc70fecc7e86df62b261bcb5cc1e7545d3d765",
     2: "a717d7ae5ab159c7cbef65d5aa47bdbbec0294d716ba66cd259ec2ac8b4928d7",
+    3: "9c2b1338173c2137dae8397b5b9dcf2aec3276f76280efe4614e6ecc611b7ce7",
 }
 VERSIONS = sorted(RECORDS_SHA256)
 V1_HEADER = (
@@ -291,7 +293,104 @@ V2_HEADER = (
     "- '1'\n"
     'version: 2\n'
 )
-HEADERS = {1: V1_HEADER, 2: V2_HEADER}
+V3_HEADER = (
+    '# super_serial header: the schema of the tf.train.Example records beside it.\n'
+    'block_records: 125\n'
+    'compression: null\n'
+    'features:\n'
+    '  0/b16:\n'
+    '    dtype: bfloat16\n'
+    '    dtype_enum: 14\n'
+    '    encoding: raw\n'
+    '    path: [0, b16]\n'
+    '    shape: [1]\n'
+    '  0/f32:\n'
+    '    dtype: float32\n'
+    '    dtype_enum: 1\n'
+    '    encoding: float\n'
+    '    path: [0, f32]\n'
+    '    shape: []\n'
+    '  0/f64:\n'
+    '    dtype: float64\n'
+    '    dtype_enum: 2\n'
+    '    encoding: raw\n'
+    '    path: [0, f64]\n'
+    '    shape: [2]\n'
+    '  0/flag:\n'
+    '    dtype: bool\n'
+    '    dtype_enum: 10\n'
+    '    encoding: int64\n'
+    '    path: [0, flag]\n'
+    '    shape: []\n'
+    '  0/i16:\n'
+    '    dtype: int16\n'
+    '    dtype_enum: 5\n'
+    '    encoding: raw\n'
+    '    path: [0, i16]\n'
+    '    shape: [3]\n'
+    '  0/i8:\n'
+    '    dtype: int8\n'
+    '    dtype_enum: 6\n'
+    '    encoding: raw\n'
+    '    path: [0, i8]\n'
+    '    shape: []\n'
+    '  0/ragged:\n'
+    '    dtype: int64\n'
+    '    dtype_enum: 9\n'
+    '    encoding: int64\n'
+    '    path: [0, ragged]\n'
+    '    ragged_rank: 1\n'
+    '    row_splits_dtype: int32\n'
+    '    shape: [null, null]\n'
+    '  0/text:\n'
+    '    dtype: string\n'
+    '    dtype_enum: 7\n'
+    '    encoding: bytes\n'
+    '    path: [0, text]\n'
+    '    shape: [2]\n'
+    '  0/u16:\n'
+    '    dtype: uint16\n'
+    '    dtype_enum: 17\n'
+    '    encoding: raw\n'
+    '    path: [0, u16]\n'
+    '    shape: []\n'
+    '  0/u64:\n'
+    '    dtype: uint64\n'
+    '    dtype_enum: 23\n'
+    '    encoding: raw\n'
+    '    path: [0, u64]\n'
+    '    shape: []\n'
+    '  0/u8:\n'
+    '    dtype: uint8\n'
+    '    dtype_enum: 4\n'
+    '    encoding: raw\n'
+    '    path: [0, u8]\n'
+    '    shape: [2, 2]\n'
+    '  0/unknown:\n'
+    '    dtype: float32\n'
+    '    dtype_enum: 1\n'
+    '    encoding: float\n'
+    '    path: [0, unknown]\n'
+    '    shape: [null]\n'
+    "  '1':\n"
+    '    dtype: int64\n'
+    '    dtype_enum: 9\n'
+    '    encoding: int64\n'
+    '    path: [1]\n'
+    '    shape: []\n'
+    'format: super_serial\n'
+    'layout: round_robin\n'
+    'num_records: 4\n'
+    'shards:\n'
+    '- {file: golden.tfrecord, num_bytes: 1355, num_records: 4}\n'
+    'structure:\n'
+    '- {b16: 0/b16, f32: 0/f32, f64: 0/f64, flag: 0/flag, i16: 0/i16, i8: 0/i8, ragged: 0/ragged, '
+    'text: 0/text,\n'
+    '  u16: 0/u16, u64: 0/u64, u8: 0/u8, unknown: 0/unknown}\n'
+    "- '1'\n"
+    'version: 3\n'
+)
+HEADERS = {1: V1_HEADER, 2: V2_HEADER, 3: V3_HEADER}
 
 
 def _make_golden():
@@ -349,6 +448,41 @@ def test_v1_stored_8_bit_ints_as_int64_and_v2_stores_them_raw():
     assert encodings(2)["0/i8"] == encodings(2)["0/u8"] == "raw"
     assert {k: v for k, v in encodings(2).items() if k != "0/u8"} == {
         **encodings(1), "0/i8": "raw"}
+
+
+def test_v2_stored_16_bit_ints_as_int64_and_v3_stores_them_raw(tmp_path):
+    """Version 3 stores int16 and uint16 as their little-endian bytes, two a value (version 2
+    wrote a 3-byte varint for a uint16 from 16,384 and 10 bytes for a negative int16); the
+    other features are encoded as in version 2. A version-2 file with them still loads."""
+    def encodings(version):
+        return {name: feature["encoding"] for name, feature in super_serial.read_header(
+            _folder(version) / "golden.tfrecord.header.yaml")["features"].items()}
+
+    assert encodings(3)["0/i16"] == encodings(3)["0/u16"] == "raw"
+    assert {k: v for k, v in encodings(3).items() if k not in ("0/i16", "0/u16")} == encodings(2)
+    path = str(tmp_path / "v2.tfrecord")
+    dataset = tf.data.Dataset.from_tensor_slices({
+        "i16": np.array([[-32768, 32767], [-1, 0]], np.int16),
+        "u16": np.array([65535, 16384], np.uint16)})
+    super_serial.save(dataset, path)
+    records = [tf.train.Example.FromString(r.numpy()).features.feature
+               for r in tf.data.TFRecordDataset(path)]
+    assert records[0]["i16"].bytes_list.value == [b"\x00\x80\xff\x7f"]
+    assert records[1]["u16"].bytes_list.value == [b"\x00\x40"]
+    # as version 2 wrote it: Int64Lists, and a header that says so
+    with tf.io.TFRecordWriter(path) as writer:
+        for i16, u16 in ([[-32768, 32767], 65535], [[-1, 0], 16384]):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "i16": tf.train.Feature(int64_list=tf.train.Int64List(value=i16)),
+                "u16": tf.train.Feature(int64_list=tf.train.Int64List(value=[u16]))}))
+                .SerializeToString())
+    header = super_serial.read_header(path + ".header.yaml")
+    header["version"] = 2
+    for name in ("i16", "u16"):
+        header["features"][name]["encoding"] = "int64"
+    header["shards"][0]["num_bytes"] = Path(path).stat().st_size
+    Path(path + ".header.yaml").write_text(yaml.safe_dump(header))
+    assert_same_elements(dataset, super_serial.load(path))
 
 
 @pytest.mark.parametrize("version", VERSIONS)

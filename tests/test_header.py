@@ -124,7 +124,7 @@ def test_header_fields(tmp_path):
         header = yaml.safe_load(f)
     assert header == written
     assert header["format"] == "super_serial"
-    assert header["version"] == 2
+    assert header["version"] == 3
     assert header["num_records"] == 5
     assert header["compression"] is None
     assert header["structure"] == [
@@ -160,8 +160,8 @@ def test_unknown_dims_are_null_in_yaml(tmp_path):
 
 
 ENCODINGS = {
-    "bool": "int64", "int8": "raw", "int16": "int64", "int32": "int64", "int64": "int64",
-    "uint8": "raw", "uint16": "int64", "uint32": "int64", "uint64": "raw",
+    "bool": "int64", "int8": "raw", "int16": "raw", "int32": "int64", "int64": "int64",
+    "uint8": "raw", "uint16": "raw", "uint32": "int64", "uint64": "raw",
     "float16": "raw", "bfloat16": "raw", "float32": "float", "float64": "raw",
     "complex64": "raw", "complex128": "raw", "string": "bytes",
 }

@@ -173,7 +173,7 @@ HUGE = 2**63  # one more than int64 holds
 
 FIELD_EDITS = {
     # name: (edit, the field the message must name)
-    "version_unknown": (setter("version", value=3), "version"),
+    "version_unknown": (setter("version", value=4), "version"),
     "version_zero": (setter("version", value=0), "version"),
     "version_str": (setter("version", value="1"), "version"),
     "version_bool": (setter("version", value=True), "version"),
@@ -305,8 +305,9 @@ def test_a_field_named_by_a_key_that_does_not_print_stays_on_one_line(paths):
 # The pairs a header may give (README, "The format"): each dtype's own encoding, and those the
 # original module's files hold (a FloatList for every float, an Int64List for every integer)
 ACCEPTED = {
-    "bool": {"int64"}, "int8": {"raw", "int64"}, "int16": {"int64"}, "int32": {"int64"},
-    "int64": {"int64"}, "uint8": {"raw", "int64"}, "uint16": {"int64"}, "uint32": {"int64"},
+    "bool": {"int64"}, "int8": {"raw", "int64"}, "int16": {"raw", "int64"}, "int32": {"int64"},
+    "int64": {"int64"}, "uint8": {"raw", "int64"}, "uint16": {"raw", "int64"},
+    "uint32": {"int64"},
     "uint64": {"raw", "int64"}, "float16": {"raw", "float"}, "bfloat16": {"raw", "float"},
     "float32": {"float"}, "float64": {"raw", "float"}, "complex64": {"raw"},
     "complex128": {"raw"}, "string": {"bytes"},

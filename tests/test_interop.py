@@ -84,23 +84,26 @@ def test_example_protos_use_the_header_encodings(saved):
 def test_narrow_ints_and_bool_read_as_int64(paths):
     tfrecord, header = paths
     dataset = tf.data.Dataset.from_tensor_slices({
-        "i16": np.array([-32768, 32767, 0], np.int16),
+        "i32": np.array([-(2**31), 2**31 - 1, 0], np.int32),
         "u32": np.array([2**32 - 1, 0, 1], np.uint32), "flag": [True, False, True]})
     super_serial.save(dataset, tfrecord, header)
-    description = {k: tf.io.FixedLenFeature([], tf.int64) for k in ("i16", "u32", "flag")}
+    description = {k: tf.io.FixedLenFeature([], tf.int64) for k in ("i32", "u32", "flag")}
     stock = list(tf.data.TFRecordDataset(tfrecord).map(
         lambda r: tf.io.parse_single_example(r, description)))
     assert [{k: int(v) for k, v in element.items()} for element in stock] == [
-        {"i16": -32768, "u32": 2**32 - 1, "flag": 1}, {"i16": 32767, "u32": 0, "flag": 0},
-        {"i16": 0, "u32": 1, "flag": 1}]
+        {"i32": -(2**31), "u32": 2**32 - 1, "flag": 1}, {"i32": 2**31 - 1, "u32": 0, "flag": 0},
+        {"i32": 0, "u32": 1, "flag": 1}]
 
 
-def test_8_bit_ints_are_raw_bytes_for_decode_raw(paths):
+@pytest.mark.parametrize("unsigned, signed", [(np.uint8, np.int8), (np.uint16, np.int16)])
+def test_8_and_16_bit_ints_are_raw_bytes_for_decode_raw(paths, unsigned, signed):
     """uint8 (an image, say) and int8 are stored one byte a value, as the TensorFlow tutorials
-    store images: `decode_raw` reads them."""
+    store images, and uint16 and int16 (a depth map, audio) two (since format version 3):
+    `decode_raw` reads them."""
     tfrecord, header = paths
-    image = np.array([[[0, 255], [128, 7]], [[1, 2], [3, 4]]], np.uint8)
-    small = np.array([[-128, 127, -1], [0, 1, 2]], np.int8)
+    top, low = np.iinfo(unsigned).max, np.iinfo(signed).min
+    image = np.array([[[0, top], [128, 7]], [[1, 2], [3, 4]]], unsigned)
+    small = np.array([[low, -low - 1, -1], [0, 1, 2]], signed)
     super_serial.save(tf.data.Dataset.from_tensor_slices({"image": image, "small": small}),
                       tfrecord, header)
     features = super_serial.read_header(header)["features"]
@@ -109,8 +112,8 @@ def test_8_bit_ints_are_raw_bytes_for_decode_raw(paths):
     def parse(record):
         raw = tf.io.parse_single_example(record, {k: tf.io.FixedLenFeature([], tf.string)
                                                   for k in ("image", "small")})
-        return (tf.reshape(tf.io.decode_raw(raw["image"], tf.uint8), [2, 2]),
-                tf.io.decode_raw(raw["small"], tf.int8))
+        return (tf.reshape(tf.io.decode_raw(raw["image"], tf.as_dtype(unsigned)), [2, 2]),
+                tf.io.decode_raw(raw["small"], tf.as_dtype(signed)))
 
     got = list(tf.data.TFRecordDataset(tfrecord).map(parse))
     assert np.stack([g[0].numpy() for g in got]).tobytes() == image.tobytes()

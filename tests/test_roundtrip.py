@@ -471,9 +471,9 @@ def _with_dtype(rt: tf.RaggedTensor, dtype: str) -> tf.RaggedTensor:
     return rt.with_flat_values(tensor(dtype, tuple(flat.shape.as_list())))
 
 
-# One of each path: int64 list (bool, int16), float list, bytes, raw (uint64, float64).
+# One of each path: int64 list (bool, int32), float list, bytes, raw (int16, uint64, float64).
 # bfloat16, complex and the rest go through the same raw path (see test_codecs for all dtypes).
-RAGGED_DTYPES = ["bool", "int16", "uint64", "float32", "float64", "string"]
+RAGGED_DTYPES = ["bool", "int32", "int16", "uint64", "float32", "float64", "string"]
 
 
 @pytest.mark.parametrize("case, splits", [(case, "int32") for case in RAGGED_CASES] + [
@@ -714,7 +714,7 @@ def test_original_dtypes_false_unknown_and_ragged(paths):
     unknown = generated([make_values("float64", (2, 3)), make_values("float64", (0, 3), 1)],
                         tf.TensorSpec([None, 3], tf.float64))
     ragged = tf.data.Dataset.from_tensor_slices(
-        tf.ragged.constant([[[1, 2], []], [[-3]]], tf.int16, row_splits_dtype=tf.int32))
+        tf.ragged.constant([[[1, 2], []], [[-3]]], tf.int32, row_splits_dtype=tf.int32))
     varint = generated([np.array([True, False]), np.array([], bool)], tf.TensorSpec([None],
                                                                                    tf.bool))
     dataset = tf.data.Dataset.zip({"unknown": unknown, "ragged": ragged, "varint": varint})
@@ -1867,15 +1867,16 @@ def test_elements_per_batch_writes_the_same_files(name, elements_per_batch, num_
     assert_same_elements(dataset, super_serial.load(str(small / "d.tfrecord")))
 
 
-@pytest.mark.parametrize("dtype", ["int16", "int64", "bool", "float32", "uint8"])
+@pytest.mark.parametrize("dtype", ["int16", "int32", "int64", "bool", "float32", "uint8"])
 def test_reads_of_many_numbers_are_encoded_a_slice_at_a_time(dtype, tmp_path, monkeypatch):
     """A read sized from the spec's guess (64 values an unknown dim) that holds far more
-    numbers is encoded and written in slices of about `_TARGET_BATCH_BYTES` (integers counted
-    as the int64 they are stored as): 200 cached int16 clips of 200,000 values were encoded
-    at once, 522 MB of varints and sums, against 37 MB so. Every kind of component is sliced
-    alike (fixed, ragged, rows taken out one by one, values flattened beside their shapes),
-    and the files are those of a batch encoded whole. Not with `elements_per_batch`, which
-    encodes exactly that many. (Scaled down: slices of 128 bytes, rows of 6 values or more wide.)"""
+    numbers is encoded and written in slices of about `_TARGET_BATCH_BYTES` (integers stored as
+    int64 counted as such): 200 cached int16 clips of 200,000 values (then stored as int64) were
+    encoded at once, 522 MB of varints and sums, against 37 MB so. Every kind of component is
+    sliced alike (fixed, ragged, rows taken out one by one, values flattened beside their
+    shapes), and the files are those of a batch encoded whole. Not with `elements_per_batch`,
+    which encodes exactly that many. (Scaled down: slices of 128 bytes, rows of 6 values or more
+    wide.)"""
     monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
     sizes = [40, 7, 0, 33, 12, 40, 9, 25, 40, 18, 6, 31]
     elements = [{"clip": make_values(dtype, (n,), i), "label": np.int64(i),
@@ -1904,7 +1905,7 @@ def test_reads_of_many_numbers_are_encoded_a_slice_at_a_time(dtype, tmp_path, mo
     assert files["sliced"] == files["whole"] == files["given"]
 
 
-@pytest.mark.parametrize("dtype", ["int16", "float32", "string"])
+@pytest.mark.parametrize("dtype", ["int32", "float32", "string"])
 def test_slices_are_cut_by_bytes_where_wide_rows_sit_together(dtype, tmp_path, monkeypatch):
     """Slices were cut every so many rows, so the wide rows of a read sorted by length all
     fell in its first slice, as large as the read. Each wide row is a slice of its own here;

@@ -1,4 +1,4 @@
-"""Writes the committed golden files of the current format version (v2):
+"""Writes the committed golden files of the current format version (v3):
 `python tests/golden/make_golden.py`.
 
 Run it only when deliberately creating the files of a new format version (into a new folder);
@@ -17,14 +17,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-VERSION = 2
+VERSION = 3
 GOLDEN_DIR = Path(__file__).resolve().parent / f"v{VERSION}"
 TFRECORD_NAME = "golden.tfrecord"  # header: golden.tfrecord.header.yaml (the default name)
 
 
 def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
     """4 elements of `(features, label)`: several dtypes, an unknown-shape and a ragged part;
-    from version 2 also a uint8 image, which version 2 stores raw."""
+    from version 2 also a uint8 image, which version 2 stores raw; from version 3 int16 and
+    uint16 values, which version 3 stores raw."""
     f64 = np.array([[0.1, 1e300], [-0.0, 5e-324], [np.inf, -np.inf], [1 / 3, -2.5]], np.float64)
     f64[3, 1] = np.array(0x7FF8000000000001, np.uint64).view(np.float64)  # NaN with a payload
     f32 = np.array([0x7FC00001, 0x80000000, 0x3DCCCCCD, 0x00000001], np.uint32).view(np.float32)
@@ -42,6 +43,8 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
     label = np.array([0, 1, 2, 3], np.int64)
     u8 = np.array([[[0, 255], [128, 7]], [[1, 2], [3, 4]], [[200, 0], [0, 0]], [[9, 8], [7, 6]]],
                   np.uint8)
+    i16 = np.array([[-32768, 32767, -1], [0, 1, -2], [300, -300, 16384], [7, -7, 0]], np.int16)
+    u16 = np.array([0, 65535, 16384, 127], np.uint16)
 
     features = tf.data.Dataset.zip({
         "f64": tf.data.Dataset.from_tensor_slices(f64),
@@ -55,6 +58,8 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
             lambda: iter(unknown), output_signature=tf.TensorSpec([None], tf.float32)),
         "ragged": tf.data.Dataset.from_tensor_slices(ragged),
         **({"u8": tf.data.Dataset.from_tensor_slices(u8)} if version >= 2 else {}),
+        **({"i16": tf.data.Dataset.from_tensor_slices(i16),
+            "u16": tf.data.Dataset.from_tensor_slices(u16)} if version >= 3 else {}),
     })
     return tf.data.Dataset.zip((features, tf.data.Dataset.from_tensor_slices(label)))
 
