@@ -987,8 +987,7 @@ _LIST_TAG = {"bytes": 0x0A, "raw": 0x0A, "float": 0x12, "int64": 0x1A}  # Featur
 # 4,000 (alternating runs of 15-25; encode_proto pads each part's rows to its longest).
 _TF_LIST_VALUES = {"int64": 64, "bytes": 4}
 _ENCODE_PARTS = max(1, min(8, os.cpu_count() or 1))  # parts it encodes them in, one a core
-# Rows at least this wide are written from views of the batch (`_records`), or where strings
-# are joined (`_concat`), copied row by row instead of by fancy indexing
+# Rows at least this wide are written from views of the batch (`_records`), not joined
 _WIDE = 256
 # Strings, one a row, this long on average are written as they are (`_Strings`). Saves of
 # 50,000 (and a label) against joining them: 64 bytes 180 against 150-163 ms, 128 bytes 172
@@ -2108,7 +2107,8 @@ def _read_records(features: list, batch_records: int, dataset) -> tuple[int, int
         read = min(batch_records, _READ_RECORDS)
         return read, batch_records, read < batch_records
     if any(f.dtype.name == "string" and f.kind == "fixed" for f in features):
-        return min(batch_records, _BESIDE_STRINGS), min(batch_records, _BESIDE_STRINGS), False
+        read = min(batch_records, _BESIDE_STRINGS)
+        return read, read, False
     if not fixed and not _sparse_batches(features):  # read as the spec says, merged by bytes
         return batch_records, max(batch_records, _MAX_BATCH_RECORDS), False
     return batch_records, batch_records, False
