@@ -1221,11 +1221,11 @@ def _fixed_runs_joined(pieces: list) -> list:
 def _owned(starts: np.ndarray, lengths: np.ndarray, size: int) -> np.ndarray:
     """A mask of `size` bytes, true where row i's `lengths[i]` bytes from `starts[i]` lie
     (rows in order, none overlapping)."""
-    ends = starts + lengths
     gaps = np.diff(starts, prepend=0)
     gaps[1:] -= lengths[:-1]  # from the end of the last row to the start of this one
     counts = np.empty(2 * len(starts) + 1, np.int64)
-    counts[0:-1:2], counts[1::2], counts[-1] = gaps, lengths, size - (ends[-1] if len(ends) else 0)
+    counts[0:-1:2], counts[1::2] = gaps, lengths
+    counts[-1] = size - (starts[-1] + lengths[-1] if len(starts) else 0)  # after the last row
     return np.repeat(np.arange(len(counts)) % 2 == 1, counts)
 
 
