@@ -996,6 +996,7 @@ def test_save_prefetches_batches_only_when_there_are_several(elements, prefetche
     monkeypatch.setattr(tf.data.Dataset, "prefetch",
                         lambda self, *a, **k: calls.append(a) or prefetch(self, *a, **k))
     dataset = tf.data.Dataset.range(elements)
+    super_serial.core._save_pipeline.cache_clear()  # built anew, under the spy
     super_serial.save(dataset, *paths)
     monkeypatch.undo()
     assert bool(calls) is prefetches
@@ -1055,6 +1056,7 @@ def test_save_maps_elements_only_inline_and_only_for_dense_unknown_shapes(
     monkeypatch.setattr(super_serial.core, "_sparse_batch",
                         lambda *a: calls.append("sparse_batch") or sparse_batch(*a))
     options = {"elements_per_batch": 2} if "elements_per_batch" in (dense_unknown or "") else {}
+    super_serial.core._save_pipeline.cache_clear()  # built anew, under the spies
     super_serial.save(dataset, *paths, **options)
     monkeypatch.undo()
     assert calls == expected
@@ -2206,6 +2208,7 @@ def test_small_reads_are_read_ahead_within_a_memory_budget(autotune, prefetch, b
         return real_with_options(self, options)
 
     monkeypatch.setattr(tf.data.Dataset, "with_options", with_options)
+    super_serial.core._save_pipeline.cache_clear()  # built anew, under the spies
     super_serial.save(dataset, *paths)
     monkeypatch.undo()
     assert prefetches == [prefetch]
