@@ -322,6 +322,7 @@ def _summary(path: str, header_path: str, header: dict) -> dict:
             "row_splits_dtype": feature.get("row_splits_dtype") if feature.get(
                 "ragged_rank") else None,
             "tensor_name": feature.get("tensor_name"),
+            "sparse": feature.get("sparse", False),
         })
     shards = [dict(s) for s in header["shards"]]
     for shard in shards:
@@ -361,8 +362,8 @@ def _inspect_text(info: dict) -> str:
         files,
         "",
     ]
-    rows = [(_name(f["name"]), f["dtype"], _shape(f["shape"]), f["encoding"],
-             str(f["ragged_rank"])) for f in info["features"]]
+    rows = [(_name(f["name"]), f["dtype"], _shape(f["shape"]) + (" sparse" if f["sparse"] else ""),
+             f["encoding"], str(f["ragged_rank"])) for f in info["features"]]
     titles = ("feature", "dtype", "shape", "encoding", "ragged rank")
     if any(f["tensor_name"] is not None for f in info["features"]):  # tf.TensorSpec names
         rows = [row + ("-" if f["tensor_name"] is None else json.dumps(f["tensor_name"]),)
@@ -533,6 +534,10 @@ def _leaf_text(leaf) -> tuple[str, str]:
     if isinstance(leaf, tf.RaggedTensor):
         kind = f"{leaf.dtype.name}{_shape(leaf.shape.as_list())} ragged"
         return kind, _ragged_text(leaf.to_list(), leaf.dtype.as_numpy_dtype)
+    if isinstance(leaf, tf.SparseTensor):  # its dense shape, and its values where they lie
+        kind = f"{leaf.dtype.name}{_shape(leaf.dense_shape.numpy().tolist())} sparse"
+        indices = _ragged_text(leaf.indices.numpy().tolist(), np.int64)
+        return kind, f"indices {indices}\nvalues {_leaf_text(leaf.values)[1]}"
     array = np.asarray(leaf.numpy(), dtype=object if leaf.dtype == tf.string else None)
     kind = leaf.dtype.name + (_shape(list(array.shape)) if array.ndim else "")
     # Blank lines between the blocks of a 3-D or larger array only take up room.

@@ -44,8 +44,11 @@ __all__ = [
 ]
 
 FORMAT_NAME = "super_serial"
-FORMAT_VERSION = 3  # what save writes; load reads versions 1 to 3
-_READ_VERSIONS = (1, 2, 3)
+# The newest format save writes. A header says the lowest version that reads it
+# (`_format_version`): 4 where a feature is sparse, else 3, which readers of version 3 read.
+FORMAT_VERSION = 4
+_READ_VERSIONS = (1, 2, 3, 4)
+_SPARSE_VERSION = 4  # sparse features: a reader of version 3 would ignore `sparse: true`
 HEADER_SUFFIX = ".header.yaml"
 COMPRESSIONS = (None, "GZIP", "ZLIB")
 BARE_TENSOR_NAME = "tensor"
@@ -196,9 +199,12 @@ class _Feature:
     row_splits_dtype: str = "int64"
     ragged: bool = False  # a tf.RaggedTensor component (its ragged_rank may be 0)
     tensor_name: str | None = None  # the name of its tf.TensorSpec, if it has one
+    sparse: bool = False  # a tf.SparseTensor component (format version 4)
 
     @property
     def kind(self) -> str:
+        if self.sparse:
+            return "sparse"
         if self.ragged_rank:
             return "ragged"
         return "fixed" if None not in self.shape else "varshape"
@@ -221,8 +227,14 @@ class _Feature:
         return f"{self.name}#row_lengths_{level}"
 
     @property
+    def indices_key(self) -> str:
+        return f"{self.name}#indices"
+
+    @property
     def keys(self) -> list[str]:
         """Every tf.train.Example key this feature writes."""
+        if self.sparse:
+            return [self.name, self.indices_key, self.shape_key]
         if self.kind == "varshape":
             return [self.name, self.shape_key]
         return [self.name] + [self.lengths_key(k) for k in range(self.ragged_rank)]
@@ -236,6 +248,8 @@ class _Feature:
         dtype = self.dtype.tf_dtype if original_dtypes else _STORED[self.encoding]
         if self.encoding == "raw" and not original_dtypes:
             return tf.TensorSpec([], tf.string, name=self.tensor_name)
+        if self.sparse:
+            return tf.SparseTensorSpec(self.shape, dtype)
         if self.ragged:
             return tf.RaggedTensorSpec(
                 self.shape, dtype, self.ragged_rank, tf.as_dtype(self.row_splits_dtype)
@@ -255,6 +269,8 @@ class _Feature:
             out["row_splits_dtype"] = self.row_splits_dtype
         if self.tensor_name is not None:
             out["tensor_name"] = self.tensor_name
+        if self.sparse:
+            out["sparse"] = True
         return out
 
 
@@ -288,6 +304,11 @@ class _Header:
             "layout": self.layout,
             "shards": [dataclasses.asdict(s) for s in self.shards],
         }
+
+
+def _format_version(features) -> int:
+    """The version a header of these features says: the lowest that reads them."""
+    return _SPARSE_VERSION if any(f.sparse for f in features) else 3
 
 
 def default_header_path(tfrecord_path) -> str:
@@ -393,7 +414,7 @@ def _feature_from_spec(spec, path) -> _Feature:
     where = _named(name)
     if isinstance(spec, tf.RaggedTensorSpec):
         ragged_rank = spec.ragged_rank
-    elif isinstance(spec, tf.TensorSpec):
+    elif isinstance(spec, (tf.TensorSpec, tf.SparseTensorSpec)):
         ragged_rank = 0
     else:
         kind = type(spec).__name__
@@ -401,7 +422,7 @@ def _feature_from_spec(spec, path) -> _Feature:
             kind = f"{kind} (use a dict or a plain tuple)"
         raise SchemaError(
             f"{where if path else 'the element'}: {kind} is not supported; "
-            "super_serial saves tf.Tensor and tf.RaggedTensor components"
+            "super_serial saves tf.Tensor, tf.RaggedTensor and tf.SparseTensor components"
         )
     dtype = _DTYPES.get(spec.dtype.name)
     if dtype is None:
@@ -415,7 +436,11 @@ def _feature_from_spec(spec, path) -> _Feature:
             "known rank (dims may be None), e.g. with tf.ensure_shape"
         )
     shape = tuple(spec.shape.as_list())
-    feature = _Feature(name, path, dtype, shape, dtype.encoding, ragged_rank)
+    feature = _Feature(name, path, dtype, shape, dtype.encoding, ragged_rank,
+                       sparse=isinstance(spec, tf.SparseTensorSpec))
+    if feature.sparse and not shape:
+        raise SchemaError(f"{where}: a sparse tensor of shape [] is not supported; give it "
+                          "a dim, e.g. with tf.sparse.reshape(x, [1])")
     if isinstance(spec, tf.TensorSpec) and spec.name is not None:
         if not _utf8(spec.name):
             raise SchemaError(f"{where}: its TensorSpec name {spec.name!r} is not "
@@ -596,6 +621,7 @@ class _HeaderParser:
 
     def __init__(self, source: str):
         self.source = source
+        self.version = 0  # the header's, once read
 
     def fail(self, field: str, problem: str):
         raise HeaderError(f"{self.source}: field '{_printable(field)}': {problem}")
@@ -624,6 +650,7 @@ class _HeaderParser:
         if version not in _READ_VERSIONS:
             self.fail("version", f"this super_serial reads versions "
                                  f"{', '.join(map(str, _READ_VERSIONS))}, found {version}")
+        self.version = version
         features_raw = self.get(raw, "features", "features", dict)
         if not all(isinstance(name, str) for name in features_raw):
             self.fail("features", "every feature name must be a string")
@@ -718,12 +745,23 @@ class _HeaderParser:
         if tuple(header_path) != path:
             self.fail(f"{field}.path", f"{header_path} does not match its place in 'structure' "
                                        f"({list(path)})")
-        shape = self.parse_shape(raw.get("shape"), f"{field}.shape")
+        sparse = self.get(raw, "sparse", f"{field}.sparse", bool, optional=True, default=False)
+        if sparse and self.version < _SPARSE_VERSION:
+            self.fail(f"{field}.sparse", f"sparse features need format version "
+                                         f"{_SPARSE_VERSION}; the header says {self.version}")
+        shape = self.parse_shape(raw.get("shape"), f"{field}.shape", sparse)
         encoding = self.get(raw, "encoding", f"{field}.encoding", str)
         if encoding not in _LEGAL_ENCODINGS[dtype_name]:
             legal = sorted(_LEGAL_ENCODINGS[dtype_name])
             self.fail(f"{field}.encoding", f"{_short(encoding)} cannot hold {dtype_name}; "
                                            f"expected one of {legal}")
+        if sparse:
+            for key in ("ragged_rank", "row_splits_dtype", "tensor_name"):
+                if key in raw:
+                    self.fail(f"{field}.{key}", "a sparse feature has none")
+            if not shape:
+                self.fail(f"{field}.shape", "a sparse feature needs a rank of 1 or more")
+            return _Feature(name, path, dtype, shape, encoding, sparse=True)
         ragged_rank = self.get(raw, "ragged_rank", f"{field}.ragged_rank", int, optional=True,
                                default=0)
         if not 0 <= ragged_rank < max(len(shape), 1):
@@ -756,7 +794,9 @@ class _HeaderParser:
         if math.prod(known) * itemsize > _MAX_RECORD_BYTES:
             self.fail(field, f"{list(shape)} is larger than a record can hold (2 GiB)")
 
-    def parse_shape(self, raw, field) -> tuple:
+    def parse_shape(self, raw, field, sparse: bool = False) -> tuple:
+        """A shape's dims: each at most what a record holds, or for a sparse feature (whose
+        records hold only its values) what int64 holds."""
         if not isinstance(raw, list) or not all(
             d is None or (_is_kind(d, int) and d >= 0) for d in raw
         ):
@@ -764,7 +804,7 @@ class _HeaderParser:
                              f"{_short(raw)}")
         if len(raw) > 32:
             self.fail(field, f"rank {len(raw)} is more than 32")
-        if any(d is not None and d > _MAX_RECORD_BYTES for d in raw):
+        if any(d is not None and d > (2**63 - 1 if sparse else _MAX_RECORD_BYTES) for d in raw):
             self.fail(field, f"{_short(raw)} has a dim larger than a record can hold")
         return tuple(raw)
 
@@ -942,7 +982,8 @@ def _flag(value, name: str, default: bool | None = None) -> bool:
 
 
 def _kind_name(kind) -> str:
-    return {int: "an integer", str: "a string", list: "a list", dict: "a mapping"}[kind]
+    return {int: "an integer", str: "a string", list: "a list", dict: "a mapping",
+            bool: "true or false"}[kind]
 
 
 def _printable(text: str) -> str:
@@ -1390,6 +1431,16 @@ def _encode_streams(feature: _Feature, leaf, rows: int) -> dict:
     """
     if isinstance(leaf, tf.RaggedTensor) and feature.ragged:
         _check_ragged(feature, leaf)
+    if feature.sparse:  # its values, its indices and its dense shape, each element's
+        values, indices, shapes = leaf
+        flat, splits = _flat_and_splits(values)
+        index_values, shapes = indices.flat_values.numpy(), shapes.numpy()
+        _check_sparse(feature, index_values, np.diff(splits), shapes)
+        return {
+            feature.name: (feature.encoding, flat, splits),
+            feature.indices_key: ("int64", index_values, indices.row_splits.numpy()),
+            feature.shape_key: ("int64", shapes.reshape(-1), None),
+        }
     if feature.kind == "fixed":
         if isinstance(leaf, tf.RaggedTensor):  # ragged rank 0, batched with a uniform dim
             leaf = leaf.flat_values
@@ -1457,6 +1508,30 @@ def _check_ragged(feature: _Feature, leaf: tf.RaggedTensor):
             raise _WrongShape(
                 f"feature {_short(feature.name)}: an element came with dim {level} of size "
                 f"{int(sizes[sizes != known][0])}: {_spec_gives(feature)} {_SHAPE_HINT}")
+
+
+def _check_sparse(feature: _Feature, indices: np.ndarray, counts: np.ndarray,
+                  shapes: np.ndarray):
+    """Raises `_WrongShape` where a batch of a sparse component holds an element whose dense
+    shape is not the one its spec gives, or an index outside its dense shape: `load`
+    would refuse its record. `indices`: every element's, flattened; `counts`: each element's
+    number of values."""
+    known = np.array([-1 if d is None else d for d in feature.shape], np.int64)
+    wrong = ((shapes != known) & (known >= 0)).any(axis=1) | (shapes < 0).any(axis=1)
+    if wrong.any():
+        raise _WrongShape(
+            f"feature {_short(feature.name)}: an element came with dense shape "
+            f"{shapes[wrong][0].tolist()}: {_spec_gives(feature)} {_SHAPE_HINT}")
+    rank = len(feature.shape)
+    bounds = np.repeat(shapes, counts, axis=0).reshape(-1)  # each index's dim
+    outside = (indices < 0) | (indices >= bounds)
+    if outside.any():
+        element = int(np.searchsorted(np.cumsum(counts), np.argmax(outside) // rank,
+                                      side="right"))
+        raise _WrongShape(
+            f"feature {_short(feature.name)}: an element has an index outside its dense shape "
+            f"{shapes[element].tolist()} (found {int(indices[np.argmax(outside)])}), which "
+            "tf.SparseTensor does not check and load would refuse")
 
 
 def _shapes(feature: _Feature, extents: np.ndarray) -> np.ndarray:
@@ -1556,8 +1631,8 @@ def save(
     those paths are overwritten then, and left untouched if the save fails.
 
     Args:
-      dataset: Any `tf.data.Dataset` whose elements are tensors or ragged tensors, alone or in
-        (nested) dicts and tuples.
+      dataset: Any `tf.data.Dataset` whose elements are tensors, ragged or sparse tensors,
+        alone or in (nested) dicts and tuples.
       tfrecord_path: Where the records go (any `tf.io.gfile` path). With several shards, the
         files are `<tfrecord_path>-00000-of-NNNNN`.
       header_path: Where the header goes; default `<tfrecord_path>.header.yaml`.
@@ -1633,7 +1708,8 @@ def save(
                                                             cardinality)
     planned = _Header(tuple(features), skeleton, 0, (_Shard(_basename(tfrecord_path), 0, 0),),
                       compression, block_records,
-                      "sequential" if shard_size else "round_robin", FORMAT_VERSION)
+                      "sequential" if shard_size else "round_robin",
+                      _format_version(features))
     _check_reads_back(planned, tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
     _check_paths(tfrecord_path, header_path, num_shards or 1,
@@ -2045,11 +2121,16 @@ def _element_bytes(feature: _Feature) -> int:
     """A feature's bytes in one record, as batches and blocks are sized from the spec."""
     string = feature.dtype.name == "string"
     itemsize = _GUESSED_STRING_BYTES if string else feature.dtype.tf_dtype.size
+    if feature.sparse:  # an int64 index for each dim and value
+        itemsize += 8 * len(feature.shape)
     return itemsize * _element_values(feature) + _FEATURE_BYTES
 
 
 def _element_values(feature: _Feature) -> int:
-    """Values an element holds, as sizes are estimated: `_GUESSED_DIM` for each unknown dim."""
+    """Values an element holds, as sizes are estimated: `_GUESSED_DIM` for each unknown dim,
+    and for a sparse component `_GUESSED_DIM` (its dense shape says nothing of them)."""
+    if feature.sparse:
+        return _GUESSED_DIM
     return math.prod(_GUESSED_DIM if d is None else d for d in feature.shape)
 
 
@@ -2218,7 +2299,7 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     if (_sparse_batches(features) and not small_reads and not rows_apart
             and not _costly_elements(dataset)):  # elements_per_batch: sized like small reads
         how = "sparse" if len(specs) == 1 else "windows"
-    elif rows_apart or any(f.dense_unknown for f in features):
+    elif rows_apart or any(f.dense_unknown or f.sparse for f in features):
         how = "rows"
     else:
         how = "batch"
@@ -2466,7 +2547,7 @@ def _sparse_batches(features) -> bool:
     (k + 1) * 65,536 rows of k values or more (TF 2.21; a stereo clip of 4.5 s)."""
     varshape = [f for f in features if f.dense_unknown]
     return bool(varshape) and all(len(f.shape) == 1 and f.dtype.name == "string"
-                                  for f in varshape)
+                                  for f in varshape) and not any(f.sparse for f in features)
 
 
 # Datasets that hand on their input's elements as they are, and those that make them anew
@@ -2497,13 +2578,24 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
     """The traced function (and the structure it gives) that `_batches_for_encoding` maps
     over the elements' flat tensors. A dense component of unknown shape becomes a ragged row:
     the tensor itself if only its first dim is unknown, else its values flattened, with its
-    shape beside them unless the number of values tells it (`_sized_dim`). With `rows_apart`
+    shape beside them unless the number of values tells it (`_sized_dim`). A sparse one
+    becomes its values and its indices (flattened) as ragged rows, and its dense shape: a
+    batch of sparse tensors keeps only the largest. With `rows_apart`
     (`_ragged_may_come_as_rows`), ragged components are made one variant each."""
     structure = []  # filled as the function is traced, once
 
     def flatten(*tensors):
         out = []
         for i, (f, s, x) in enumerate(zip(features, specs, tensors)):
+            if f.sparse:  # tf.data holds it as one variant (its three tensors serialized)
+                indices, values, shape = tf.raw_ops.DeserializeSparse(serialized_sparse=x,
+                                                                      dtype=s.dtype)
+                out += [_ragged_variant(values), _ragged_variant(tf.reshape(indices, [-1])),
+                        shape]
+                structure.append((tf.RaggedTensorSpec([None], s.dtype, 0, tf.int64),
+                                  tf.RaggedTensorSpec([None], tf.int64, 0, tf.int64),
+                                  tf.TensorSpec([len(f.shape)], tf.int64)))
+                continue
             if rows_apart and isinstance(s, tf.RaggedTensorSpec):
                 splits, values = tf.raw_ops.RaggedTensorFromVariant(
                     encoded_ragged=x, input_ragged_rank=-1, output_ragged_rank=s.ragged_rank,
@@ -3974,6 +4066,9 @@ class _Decoder:
         self.original = original_dtypes
         self.reshaped = [f.dense_unknown and not self._as_bytes(f)
                          for f in self.features]
+        # Sparse components are made for each element from their values, indices and dense
+        # shape: unbatching a batch of them would give each the batch's largest dense shape
+        self.sparse = [f.sparse and not self._as_bytes(f) for f in self.features]
         # tf.data's unbatch crashes on zero-size components (TF 2.21, a segfault), so those
         # are left out of the blocks and made again for each element.
         self.empty = [f.kind == "fixed" and 0 in f.shape and not f.ragged and not
@@ -3982,9 +4077,10 @@ class _Decoder:
         # unknown shape as ragged batches, as Dataset.ragged_batch gives them) unless an
         # unknown dim other than the first needs a reshape for each element, or a zero-size
         # component needs making.
-        self.whole_blocks = batched and not any(self.empty) and not any(
+        self.whole_blocks = batched and not any(self.empty) and not any(self.sparse) and not any(
             r and None in f.shape[1:] for f, r in zip(self.features, self.reshaped))
-        self.element_map = not self.whole_blocks and (any(self.reshaped) or any(self.empty))
+        self.element_map = not self.whole_blocks and (
+            any(self.reshaped) or any(self.empty) or any(self.sparse))
         self.batched = batched
         self.specs = {}
         for f in self.features:
@@ -4005,8 +4101,10 @@ class _Decoder:
         specs = {f.name: values}
         if self._as_bytes(f):
             return specs
-        if f.kind == "varshape":
+        if f.kind in ("varshape", "sparse"):
             specs[f.shape_key] = tf.io.FixedLenFeature([len(f.shape)], tf.int64)
+        if f.sparse:
+            specs[f.indices_key] = tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64)
         for level in range(f.ragged_rank):
             specs[f.lengths_key(level)] = tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64)
         return specs
@@ -4045,20 +4143,26 @@ class _Decoder:
         if self.batched:
             structure = [_ragged_batch_spec(s) for s in structure]
 
+        def row(leaf, spec, f):
+            if spec.dtype == tf.string and f.encoding == "raw":  # the element's own bytes
+                return _bitcast(tf.io.decode_raw(leaf, f.dtype.raw_as, little_endian=True), f)
+            return tf.raw_ops.RaggedTensorFromVariant(  # a row of a ragged batch
+                encoded_ragged=leaf, input_ragged_rank=0, output_ragged_rank=0,
+                Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype).output_dense_values
+
         def finish(*tensors):
             tensors, out = iter(zip(tensors, specs)), []
-            for f, reshaped, empty in zip(self.features, self.reshaped, self.empty):
+            for f, reshaped, empty, sparse in zip(self.features, self.reshaped, self.empty,
+                                                  self.sparse):
                 leaf, spec = next(tensors)
-                if reshaped:  # the values, and the shape
-                    if f.encoding == "raw":  # the element's own bytes
-                        values = _bitcast(tf.io.decode_raw(leaf, f.dtype.raw_as,
-                                                           little_endian=True), f)
-                    else:  # a row of a ragged batch
-                        values = tf.raw_ops.RaggedTensorFromVariant(
-                            encoded_ragged=leaf, input_ragged_rank=0, output_ragged_rank=0,
-                            Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype
-                        ).output_dense_values
-                    leaf = tf.reshape(values, next(tensors)[0])
+                if sparse:  # the values, the indices and the dense shape
+                    values = row(leaf, spec, f)
+                    indices = tf.reshape(row(*next(tensors), f), [-1, len(f.shape)])
+                    leaf = tf.raw_ops.SerializeSparse(  # as tf.data holds a sparse tensor
+                        sparse_indices=indices, sparse_values=values,
+                        sparse_shape=next(tensors)[0], out_type=tf.variant)
+                elif reshaped:  # the values, and the shape
+                    leaf = tf.reshape(row(leaf, spec, f), next(tensors)[0])
                     leaf.set_shape(f.shape)  # decode_block checked the stored shapes
                     if self.batched:
                         leaf = _as_ragged_batch_element(leaf)
@@ -4095,6 +4199,8 @@ class _Decoder:
         if self.check_ranges and self.original and f.encoding == "int64" \
                 and f.dtype.tf_dtype.size < 8:
             _check_range(f, values, checks)
+        if f.sparse:
+            return self._decode_sparse(f, values, parsed, checks)
         if f.kind == "fixed":
             if f.encoding == "raw":
                 decode = _raw_fixed(f, values, checks)
@@ -4126,11 +4232,7 @@ class _Decoder:
                 return values.with_flat_values(flat())
         if f.kind == "ragged":
             return self._rebuild_ragged(f, counts, flat, parsed, checks)
-        shapes = parsed[f.shape_key]
-        known = [d if d is not None else -1 for d in f.shape]
-        checks.add(tf.logical_and(shapes >= 0, tf.logical_or(tf.equal(shapes, known),
-                                                             tf.equal(known, -1))),
-                   f, f"a stored shape does not fit {list(f.shape)}", found=shapes)
+        shapes = _check_shapes(f, parsed[f.shape_key], checks)
         # The product in float64 too: in int64 it wraps ([2**62 + 1, 4] "holds" 4 values)
         checks.add(tf.logical_and(
             tf.equal(tf.reduce_prod(shapes, axis=1), counts),
@@ -4148,6 +4250,33 @@ class _Decoder:
                 return values, shapes
             return rows(), shapes
         return varshape
+
+    def _decode_sparse(self, f: _Feature, values, parsed: dict, checks: _Checks):
+        """A batch of sparse components as the rows `finishing` makes each element of: their
+        values (raw: each element's bytes), indices (flattened) and dense shapes."""
+        counts = (_raw_ragged(f, values, checks)[0] if f.encoding == "raw"
+                  else values.row_lengths())
+        shapes = _check_shapes(f, parsed[f.shape_key], checks)
+        indices, rank = parsed[f.indices_key], len(f.shape)
+        checks.add(tf.equal(indices.row_lengths(), counts * rank), f,
+                   f"the number of indices is not {rank} for each value",
+                   found=indices.row_lengths())
+        # Each index within its element's dense shape: the i-th of a record in dim i % rank
+        flat, rows = indices.flat_values, indices.value_rowids()
+        within = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(indices.row_splits, rows)
+        bounds = tf.gather(tf.reshape(shapes, [-1]), rows * rank + within % rank)
+        outside = tf.where(tf.logical_and(flat >= 0, flat < bounds), tf.int64.min, flat)
+        largest = tf.reduce_max(indices.with_flat_values(outside), axis=1)
+        checks.add(tf.equal(largest, tf.int64.min), f,
+                   "an index lies outside its dense shape", found=largest)
+
+        def rows():
+            if f.encoding != "raw":
+                values_rows = values.with_flat_values(self._restore(f, values.flat_values))
+            else:
+                values_rows = values
+            return values_rows, indices, shapes
+        return rows
 
     def _restore(self, f: _Feature, values):
         if not self.original or values.dtype == f.dtype.tf_dtype:
@@ -4207,6 +4336,15 @@ class _Decoder:
                 return _uniform_rows(result, f.shape[0], elements, splits_dtype)
             return tf.RaggedTensor.from_row_lengths(result, nrows, validate=False)
         return rebuild
+
+
+def _check_shapes(f: _Feature, shapes, checks: _Checks):
+    """Checks stored shapes ([records, rank]) against the header's dims; returns them."""
+    known = [d if d is not None else -1 for d in f.shape]
+    checks.add(tf.logical_and(shapes >= 0, tf.logical_or(tf.equal(shapes, known),
+                                                         tf.equal(known, -1))),
+               f, f"a stored shape does not fit {list(f.shape)}", found=shapes)
+    return shapes
 
 
 def _uniform_rows(values, length: int, nrows, splits_dtype):

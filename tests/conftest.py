@@ -30,6 +30,11 @@ def assert_same_elements(expected: tf.data.Dataset, actual: tf.data.Dataset):
 
 
 def assert_bit_identical(x, y, where: str = ""):
+    if isinstance(x, tf.SparseTensor):  # its parts, in the order they were given
+        assert isinstance(y, tf.SparseTensor), f"{where}: expected a SparseTensor"
+        for part in ("indices", "values", "dense_shape"):
+            assert_bit_identical(getattr(x, part), getattr(y, part), f"{where} ({part})")
+        return
     if isinstance(x, tf.RaggedTensor):
         assert isinstance(y, tf.RaggedTensor), f"{where}: expected a RaggedTensor"
         assert x.dtype == y.dtype and x.row_splits.dtype == y.row_splits.dtype, where

@@ -228,6 +228,27 @@ def test_inspect_shows_tensor_names_where_the_header_has_them(tmp_path):
     assert [f["tensor_name"] for f in info["features"]] == ["my x", None, ""]
 
 
+def test_inspect_and_head_show_sparse_components(tmp_path):
+    """A sparse feature's shape is marked so in inspect's table and its JSON; head gives each
+    element's dense shape, indices and values."""
+    path = str(tmp_path / "sparse.tfrecord")
+    super_serial.save(tf.data.Dataset.from_generator(
+        lambda: iter([{"s": tf.SparseTensor([[1, 2], [0, 0]], [2.5, -1.0], [2, 3]), "y": 7}]),
+        output_signature={"s": tf.SparseTensorSpec([None, 3], tf.float32),
+                          "y": tf.TensorSpec([], tf.int32)}), path)
+    result = run("inspect", path)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^s +float32 +\[None, 3\] sparse +float +0$", result.stdout, re.M)
+    assert re.search(r"^y +int32 +\[\] +int64 +0$", result.stdout, re.M)
+    assert "version 4;" in result.stdout
+    info = json.loads(run("inspect", path, "--json").stdout)
+    assert [f["sparse"] for f in info["features"]] == [True, False]
+    result = run("head", path)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^  s +float32\[2, 3\] sparse\n +indices \[\[1 2\], \[0 0\]\]\n"
+                     r" +values \[ 2\.5 -1\. *\]$", result.stdout, re.M), result.stdout
+
+
 # ---- verify -------------------------------------------------------------------------------
 
 

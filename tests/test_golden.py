@@ -127,6 +127,7 @@ RECORDS_SHA256 = {
     1: "da7be4d855ddf1080be0c47dcfdc70fecc7e86df62b261bcb5cc1e7545d3d765",
     2: "a717d7ae5ab159c7cbef65d5aa47bdbbec0294d716ba66cd259ec2ac8b4928d7",
     3: "9c2b1338173c2137dae8397b5b9dcf2aec3276f76280efe4614e6ecc611b7ce7",
+    4: "1c06ce55f5ae0f31a26546713b4299b6c1758e71efa8a63a535d4a56a0b7a805",
 }
 VERSIONS = sorted(RECORDS_SHA256)
 V1_HEADER = (
@@ -390,6 +391,18 @@ V3_HEADER = (
     "- '1'\n"
     'version: 3\n'
 )
+# Version 4's header is version 3's with the sparse feature's entry (and its place in the
+# structure, and the block size it changes): the entry as the README gives it, then its bytes.
+V4_SPARSE_ENTRY = (
+    '  0/sparse:\n'
+    '    dtype: float64\n'
+    '    dtype_enum: 2\n'
+    '    encoding: raw\n'
+    '    path: [0, sparse]\n'
+    '    shape: [null, 3]\n'
+    '    sparse: true\n'
+)
+V4_HEADER_SHA256 = "74250653d405cc372b8aafd423b4a85d76f512fa2f07361c8f62dee0f443dadc"
 HEADERS = {1: V1_HEADER, 2: V2_HEADER, 3: V3_HEADER}
 
 
@@ -421,7 +434,11 @@ def test_golden_files_are_small(version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_golden_header_bytes_are_pinned(version):
     text = (_folder(version) / "golden.tfrecord.header.yaml").read_text(encoding="utf-8")
-    assert text == HEADERS[version]
+    if version in HEADERS:
+        assert text == HEADERS[version]
+    else:
+        assert V4_SPARSE_ENTRY in text and text.endswith("\nversion: 4\n")
+        assert hashlib.sha256(text.encode()).hexdigest() == V4_HEADER_SHA256
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -437,6 +454,15 @@ def test_save_writes_the_newest_golden_bytes(tmp_path):
         assert (tmp_path / name).read_bytes() == (_folder(VERSIONS[-1]) / name).read_bytes(), (
             f"{name}: save() no longer writes the v{VERSIONS[-1]} golden bytes"
         )
+
+
+def test_save_writes_version_3_bytes_without_a_sparse_feature(tmp_path):
+    """A header says the lowest version that reads it: without a sparse feature, today's save
+    writes exactly version 3's files, which readers of version 3 read."""
+    path = str(tmp_path / "golden.tfrecord")
+    super_serial.save(_make_golden().golden_dataset(3), path)
+    for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
+        assert (tmp_path / name).read_bytes() == (_folder(3) / name).read_bytes(), name
 
 
 def test_v1_stored_8_bit_ints_as_int64_and_v2_stores_them_raw():
@@ -518,6 +544,14 @@ def test_golden_files_load_expected_values(version):
     if version >= 2:
         assert features["u8"].dtype == tf.uint8
         assert features["u8"].numpy().tolist() == [[0, 255], [128, 7]]
+    if version >= 4:
+        sparse = features["sparse"]
+        assert sparse.indices.numpy().tolist() == [[1, 2], [0, 0]]  # in the order given
+        assert sparse.values.numpy().tolist() == [0.1, -0.0]
+        assert np.signbit(sparse.values.numpy()[1])
+        assert sparse.dense_shape.numpy().tolist() == [2, 3]
+        assert elements[1][0]["sparse"].values.shape == (0,)
+        assert elements[3][0]["sparse"].dense_shape.numpy().tolist() == [4, 3]
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -173,7 +173,7 @@ HUGE = 2**63  # one more than int64 holds
 
 FIELD_EDITS = {
     # name: (edit, the field the message must name)
-    "version_unknown": (setter("version", value=4), "version"),
+    "version_unknown": (setter("version", value=5), "version"),
     "version_zero": (setter("version", value=0), "version"),
     "version_str": (setter("version", value="1"), "version"),
     "version_bool": (setter("version", value=True), "version"),

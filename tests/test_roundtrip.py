@@ -1084,10 +1084,11 @@ def _nothing_written(tmp_path):
     assert list(tmp_path.iterdir()) == [], "save wrote files before failing"
 
 
-def test_sparse_component(tmp_path, paths):
-    sparse = tf.sparse.SparseTensor([[0, 1], [1, 0]], [1.0, 2.0], [2, 3])
-    dataset = tf.data.Dataset.from_tensor_slices({"x": sparse, "y": [1, 2]})
-    with pytest.raises(SchemaError, match="feature 'x'"):
+def test_sparse_component_of_shape_scalar(tmp_path, paths):
+    """Sparse components are saved (test_sparse.py), but not of shape []: rank 0."""
+    sparse = tf.SparseTensor(tf.zeros([0, 0], tf.int64), tf.zeros([0]), tf.zeros([0], tf.int64))
+    dataset = tf.data.Dataset.from_tensors({"x": sparse, "y": 1})
+    with pytest.raises(SchemaError, match=r"feature 'x': a sparse tensor of shape \[\]"):
         super_serial.save(dataset, *paths)
     _nothing_written(tmp_path)
 
@@ -1493,12 +1494,23 @@ def test_colliding_shape_key(tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("key", ["x#shape", "x#indices"])
+def test_colliding_sparse_keys(key, tmp_path, paths):
+    """A sparse component writes its values, `<key>#indices` and `<key>#shape`."""
+    sparse = tf.data.Dataset.from_tensors(tf.SparseTensor([[1]], [1.0], [3]))
+    dataset = tf.data.Dataset.zip({"x": sparse, key: tf.data.Dataset.range(1)})
+    with pytest.raises(SchemaError, match=f"feature '{key}'"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
 @pytest.mark.parametrize("make", [
     lambda key: tf.data.Dataset.from_tensor_slices({f"a/{key}": [1, 2], "a": {key: [3, 4]}}),
-    lambda key: tf.data.Dataset.from_tensors({key: tf.sparse.eye(2)}),
+    lambda key: tf.data.Dataset.from_tensors({key: tf.SparseTensor(  # of shape []
+        tf.zeros([0, 0], tf.int64), tf.zeros([0]), tf.zeros([0], tf.int64))}),
     lambda key: tf.data.Dataset.from_generator(
         lambda: iter([]), output_signature={key: tf.TensorSpec(None, tf.int32)}),
-], ids=["colliding", "sparse", "unknown-rank"])
+], ids=["colliding", "sparse-scalar", "unknown-rank"])
 def test_a_feature_named_by_a_key_that_does_not_print_stays_on_one_line(tmp_path, paths, make):
     """Any string is a dict key; where save refuses a feature, its name is written with what
     does not print escaped, as repr writes it, so that the message is one line."""

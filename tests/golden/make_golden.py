@@ -1,4 +1,4 @@
-"""Writes the committed golden files of the current format version (v3):
+"""Writes the committed golden files of the current format version (v4):
 `python tests/golden/make_golden.py`.
 
 Run it only when deliberately creating the files of a new format version (into a new folder);
@@ -17,7 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-VERSION = 3
+VERSION = 4
 GOLDEN_DIR = Path(__file__).resolve().parent / f"v{VERSION}"
 TFRECORD_NAME = "golden.tfrecord"  # header: golden.tfrecord.header.yaml (the default name)
 
@@ -25,7 +25,8 @@ TFRECORD_NAME = "golden.tfrecord"  # header: golden.tfrecord.header.yaml (the de
 def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
     """4 elements of `(features, label)`: several dtypes, an unknown-shape and a ragged part;
     from version 2 also a uint8 image, which version 2 stores raw; from version 3 int16 and
-    uint16 values, which version 3 stores raw."""
+    uint16 values, which version 3 stores raw; from version 4 a sparse tensor (its indices
+    in no particular order), which version 4 stores."""
     f64 = np.array([[0.1, 1e300], [-0.0, 5e-324], [np.inf, -np.inf], [1 / 3, -2.5]], np.float64)
     f64[3, 1] = np.array(0x7FF8000000000001, np.uint64).view(np.float64)  # NaN with a payload
     f32 = np.array([0x7FC00001, 0x80000000, 0x3DCCCCCD, 0x00000001], np.uint32).view(np.float32)
@@ -45,6 +46,9 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
                   np.uint8)
     i16 = np.array([[-32768, 32767, -1], [0, 1, -2], [300, -300, 16384], [7, -7, 0]], np.int16)
     u16 = np.array([0, 65535, 16384, 127], np.uint16)
+    sparse = [tf.SparseTensor(np.array(i, np.int64).reshape(-1, 2), np.array(v, np.float64), s)
+              for i, v, s in (([[1, 2], [0, 0]], [0.1, -0.0], [2, 3]), ([], [], [1, 3]),
+                              ([[0, 1]], [1e300], [1, 3]), ([[3, 2]], [-2.5], [4, 3]))]
 
     features = tf.data.Dataset.zip({
         "f64": tf.data.Dataset.from_tensor_slices(f64),
@@ -60,6 +64,9 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
         **({"u8": tf.data.Dataset.from_tensor_slices(u8)} if version >= 2 else {}),
         **({"i16": tf.data.Dataset.from_tensor_slices(i16),
             "u16": tf.data.Dataset.from_tensor_slices(u16)} if version >= 3 else {}),
+        **({"sparse": tf.data.Dataset.from_generator(
+            lambda: iter(sparse), output_signature=tf.SparseTensorSpec([None, 3], tf.float64))}
+           if version >= 4 else {}),
     })
     return tf.data.Dataset.zip((features, tf.data.Dataset.from_tensor_slices(label)))
 

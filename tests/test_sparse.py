@@ -1,0 +1,322 @@
+"""tf.SparseTensor components: saved as their values, indices and dense shape (format version 4),
+loaded back as the same sparse tensors, element by element and in batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+from conftest import assert_bit_identical, assert_same_elements
+from test_roundtrip import DTYPES, make_values
+
+import super_serial
+from super_serial import CorruptDataError, HeaderError, SchemaError, core
+
+
+def sparse_elements(dtype: str, shape: list, count: int = 7, seed: int = 0) -> list:
+    """`count` sparse tensors of `shape` (None dims: 1 to 4 each, varying): each with 0 to 3
+    values of the dtype's awkward pool, at indices in no particular order (a repeat too)."""
+    rng = np.random.default_rng(seed)
+    elements = []
+    for i in range(count):
+        dense = [int(rng.integers(1, 5)) if d is None else d for d in shape]
+        nnz = 0 if 0 in dense else i % 4
+        indices = np.stack([rng.integers(0, d, nnz) for d in dense], axis=1) if nnz else (
+            np.zeros([0, len(shape)], np.int64))
+        if nnz == 3:
+            indices[2] = indices[0]  # a SparseTensor may hold an index twice: kept as given
+        values = make_values(dtype, [nnz], offset=i)
+        values = tf.constant(values, tf.string) if dtype == "string" and nnz else (
+            tf.zeros([0], dtype) if not nnz else tf.constant(values))
+        elements.append(tf.SparseTensor(indices.astype(np.int64), values, dense))
+    return elements
+
+
+def sparse_dataset(dtype: str, shape: list, count: int = 7) -> tf.data.Dataset:
+    elements = sparse_elements(dtype, shape, count)
+    return tf.data.Dataset.from_generator(
+        lambda: iter(elements), output_signature=tf.SparseTensorSpec(shape, tf.as_dtype(dtype)))
+
+
+def assert_batches(dataset, paths, batch_size: int = 3):
+    """load(batch_size=) gives what Dataset.batch gives: each batch's dense shape the largest
+    of its elements'."""
+    assert_same_elements(dataset.batch(batch_size),
+                         super_serial.load(*paths, batch_size=batch_size))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype(dtype, paths):
+    dataset = tf.data.Dataset.zip({"s": sparse_dataset(dtype, [None, 5]),
+                                   "y": tf.data.Dataset.range(7)})
+    header = super_serial.save(dataset, *paths)
+    assert header["version"] == 4 and header["features"]["s"]["sparse"] is True
+    assert header["features"]["s"]["encoding"] == core._DTYPES[dtype].encoding
+    assert_same_elements(dataset, super_serial.load(*paths))
+    assert_batches(dataset, paths)
+    assert super_serial.verify(*paths)["num_records"] == 7  # (int ranges checked too)
+
+
+SHAPES = [[6], [None], [3, None], [None, None, 2], [2, 0]]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "int64", "string", "uint8", "complex128"])
+def test_shapes(shape, dtype, paths):
+    dataset = sparse_dataset(dtype, shape, count=9)
+    super_serial.save(dataset, *paths)
+    assert_same_elements(dataset, super_serial.load(*paths))
+    assert_batches(dataset, paths, batch_size=4)
+    assert_batches(dataset, paths, batch_size=1)
+
+
+def test_indices_keep_their_order_and_repeats(paths):
+    sparse = tf.SparseTensor([[2, 1], [0, 0], [2, 1]], [1.0, 2.0, 3.0], [3, 2])
+    dataset = tf.data.Dataset.from_tensors(sparse)
+    super_serial.save(dataset, *paths)
+    loaded = next(iter(super_serial.load(*paths)))
+    assert loaded.indices.numpy().tolist() == [[2, 1], [0, 0], [2, 1]]
+    assert loaded.values.numpy().tolist() == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("source", ["slices", "cache", "generator", "map"])
+def test_sources(source, paths):
+    """Rows of a sparse batch in memory, a cache, a generator, a map: each read its own way
+    (in memory whole, from a function a few at a time, merged by their bytes)."""
+    batch = tf.sparse.reorder(tf.SparseTensor(
+        [[0, 0, 1], [0, 1, 0], [2, 1, 1], [3, 0, 0]], [1, 2, 3, 4], [5, 2, 2]))
+    if source == "slices":
+        dataset = tf.data.Dataset.from_tensor_slices((batch, tf.range(5)))
+    elif source == "cache":
+        dataset = tf.data.Dataset.from_tensor_slices((batch, tf.range(5))).cache()
+    elif source == "generator":
+        dataset = tf.data.Dataset.zip((sparse_dataset("int32", [None, 2], 30),
+                                       tf.data.Dataset.range(30)))
+    else:
+        dataset = tf.data.Dataset.range(30).map(lambda i: (tf.SparseTensor(
+            [[i % 3]], [tf.strings.as_string(i)], [3]), i))
+    list(dataset)  # a cache filled, as it would be after a first pass
+    super_serial.save(dataset, *paths)
+    assert_same_elements(dataset, super_serial.load(*paths))
+    assert_batches(dataset, paths, batch_size=4)
+
+
+@pytest.mark.parametrize("options", [{"elements_per_batch": 2}, {"num_shards": 3},
+                                     {"compression": "GZIP"}, {"shard_size": 100}], ids=str)
+def test_save_options(options, tmp_path):
+    dataset = tf.data.Dataset.zip((sparse_dataset("float64", [None, 3], 20),
+                                   tf.data.Dataset.range(20)))
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(20))  # blocks per shard
+    path = str(tmp_path / "data.tfrecord")
+    super_serial.save(dataset, path, **options)
+    assert_same_elements(dataset, super_serial.load(path))
+    assert super_serial.verify(path)["num_records"] == 20
+
+
+def test_structures(paths):
+    """The only component; in nested dicts and tuples; beside a list of strings (which would
+    otherwise be batched by sparse_batch, over windows) and a ragged tensor."""
+    sparse = sparse_dataset("string", [None])
+    assert_same_elements(sparse, _roundtrip(sparse, paths))
+    words = tf.data.Dataset.range(7).map(lambda i: tf.strings.as_string(tf.range(i)))
+    nested = tf.data.Dataset.zip(({"a": {"s": sparse, "w": words}}, (
+        tf.data.Dataset.range(7), sparse_dataset("bool", [4, None]))))
+    assert_same_elements(nested, _roundtrip(nested.cache(), paths))
+    # the list of words as ragged_batch gives it, as for any dense component of unknown shape
+    assert_same_elements(nested.ragged_batch(3), super_serial.load(*paths, batch_size=3))
+
+
+def _roundtrip(dataset, paths):
+    super_serial.save(dataset, *paths)
+    return super_serial.load(*paths)
+
+
+def test_empty_dataset_and_empty_tensors(paths):
+    spec = tf.SparseTensorSpec([None, 4], tf.int16)
+    empty = tf.data.Dataset.from_generator(lambda: iter([]), output_signature=spec)
+    assert_same_elements(empty, _roundtrip(empty, paths))
+    nothing = tf.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0], tf.int16), [0, 4])
+    zeros = tf.data.Dataset.from_tensors(nothing).repeat(3)
+    assert_same_elements(zeros, _roundtrip(zeros, paths))
+
+
+def test_original_dtypes_false(paths):
+    """Values as the records hold them: bool as int64 in a sparse tensor; raw ones as their
+    bytes, one string an element, as for every raw feature."""
+    flags = tf.SparseTensor([[1]], [True], [3])
+    wide = tf.SparseTensor([[0], [2]], np.array([1.5, -0.0]), [3])
+    dataset = tf.data.Dataset.from_tensors({"b": flags, "f": wide})
+    super_serial.save(dataset, *paths)
+    loaded = super_serial.load(*paths, original_dtypes=False)
+    assert loaded.element_spec == {"b": tf.SparseTensorSpec([3], tf.int64),
+                                   "f": tf.TensorSpec([], tf.string)}
+    element = next(iter(loaded))
+    assert element["b"].values.numpy().tolist() == [1]
+    assert element["b"].indices.numpy().tolist() == [[1]]
+    assert element["f"].numpy() == np.array([1.5, -0.0], "<f8").tobytes()
+
+
+def test_load_inside_a_tf_function(paths):
+    dataset = sparse_dataset("int64", [None, 5])
+    super_serial.save(dataset, *paths)
+
+    @tf.function
+    def total():
+        values = tf.constant(0, tf.int64)
+        for element in super_serial.load(*paths):
+            values += tf.reduce_sum(element.values * tf.reduce_sum(element.indices, axis=1))
+        return values
+
+    expected = sum(int(tf.reduce_sum(e.values * tf.reduce_sum(e.indices, axis=1)))
+                   for e in dataset)
+    assert int(total()) == expected
+
+
+def test_a_stock_reader_reads_the_records(paths):
+    """The format as the README gives it: values under the key, indices (flattened) under
+    `<key>#indices`, the dense shape under `<key>#shape`."""
+    dataset = sparse_dataset("float32", [None, 5])
+    super_serial.save(dataset.map(lambda s: {"x": s}), *paths)
+    specs = {"x": tf.io.VarLenFeature(tf.float32), "x#indices": tf.io.VarLenFeature(tf.int64),
+             "x#shape": tf.io.FixedLenFeature([2], tf.int64)}
+    for want, record in zip(dataset, tf.data.TFRecordDataset(paths[0])):
+        parsed = tf.io.parse_single_example(record, specs)
+        got = tf.SparseTensor(tf.reshape(parsed["x#indices"].values, [-1, 2]),
+                              parsed["x"].values, parsed["x#shape"])
+        assert_bit_identical(want, got)
+
+
+def test_header_version_is_4_only_with_a_sparse_feature(tmp_path):
+    """The header says the lowest version that reads it: readers of version 3 read every
+    save without a sparse feature, and would misread one with it (they ignore `sparse`)."""
+    plain = tf.data.Dataset.range(3)
+    assert super_serial.save(plain, str(tmp_path / "a.tfrecord"))["version"] == 3
+    with_sparse = tf.data.Dataset.zip((plain, sparse_dataset("int8", [2], 3)))
+    assert super_serial.save(with_sparse, str(tmp_path / "b.tfrecord"))["version"] == 4
+
+
+def test_merge_parts(tmp_path):
+    parts = []
+    for i in range(2):
+        part = str(tmp_path / f"part{i}.tfrecord")
+        super_serial.save(sparse_dataset("string", [None, 2], 5 + i), part)
+        parts.append(part)
+    header = super_serial.merge(parts, str(tmp_path / "all.tfrecord"))
+    assert header["version"] == 4
+    expected = sparse_dataset("string", [None, 2], 5).concatenate(
+        sparse_dataset("string", [None, 2], 6))
+    assert_same_elements(expected, super_serial.load(str(tmp_path / "all.tfrecord")))
+
+
+# ---- what save refuses ----------------------------------------------------------------------
+
+
+def _nothing_written(tmp_path):
+    assert list(tmp_path.iterdir()) == [], "save wrote files"
+
+
+@pytest.mark.parametrize("sparse, words", [
+    (tf.SparseTensor([[0, 3]], [1.0], [2, 3]), ["index outside its dense shape [2, 3]",
+                                                "found 3"]),
+    (tf.SparseTensor([[-1, 0]], [1.0], [2, 3]), ["index outside its dense shape", "found -1"]),
+    (tf.SparseTensor([[0, 0]], [1.0], [2, 4]), ["dense shape [2, 4]",
+                                                "its element_spec gives [None, 3]"]),
+])
+def test_invalid_sparse_tensors_are_refused(sparse, words, tmp_path):
+    """tf.SparseTensor checks neither its indices nor (under a set_shape) its dense shape;
+    load would refuse such records, so save refuses them, naming the feature."""
+    good = tf.SparseTensor([[0, 0]], [1.0], [1, 3])
+
+    def element(i):
+        made = tf.cond(i > 0, lambda: sparse, lambda: good)  # a dense shape known only then
+        made.set_shape([None, 3])
+        return {"s": made}
+
+    dataset = tf.data.Dataset.range(2).map(element)
+    assert dataset.element_spec == {"s": tf.SparseTensorSpec([None, 3], tf.float32)}
+    with pytest.raises(SchemaError) as info:
+        super_serial.save(dataset, str(tmp_path / "data.tfrecord"))
+    message = str(info.value)
+    for word in [str(tmp_path / "data.tfrecord"), "nothing was saved", "feature 's'", *words]:
+        assert word in message, f"{word!r} not in {message!r}"
+    _nothing_written(tmp_path)
+
+
+# ---- headers and records that do not fit ----------------------------------------------------
+
+
+def _edit_header(header_path, change):
+    header = yaml.safe_load(Path(header_path).read_text())
+    change(header)
+    Path(header_path).write_text(yaml.safe_dump(header))
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda h: h.update(version=3), "field 'features.s.sparse': sparse features need format "
+                                    "version 4; the header says 3"),
+    (lambda h: h["features"]["s"].update(sparse=1), "field 'features.s.sparse': expected"),
+    (lambda h: h["features"]["s"].update(ragged_rank=0),
+     "field 'features.s.ragged_rank': a sparse feature has none"),
+    (lambda h: h["features"]["s"].update(shape=[]),
+     "field 'features.s.shape': a sparse feature needs a rank of 1 or more"),
+])
+def test_header_validation(change, problem, paths):
+    super_serial.save(tf.data.Dataset.from_tensors({"s": tf.SparseTensor([[1]], [2], [3])}),
+                      *paths)
+    _edit_header(paths[1], change)
+    with pytest.raises(HeaderError, match="^" + paths[1] + ": " + problem.replace(
+            "[", r"\[").replace("]", r"\]")):
+        super_serial.read_header(paths[1])
+
+
+def test_a_large_dense_shape_is_valid(paths):
+    """A sparse tensor's records hold its values only: its dims may pass what a record holds
+    (a hashed feature space), where a dense feature's may not."""
+    vocabulary = 2**40
+    dataset = tf.data.Dataset.from_tensors(tf.SparseTensor([[vocabulary - 1]], [1.0],
+                                                           [vocabulary]))
+    assert_same_elements(dataset, _roundtrip(dataset, paths))
+    _edit_header(paths[1], lambda h: h["features"][core.BARE_TENSOR_NAME].pop("sparse"))
+    with pytest.raises(HeaderError, match="has a dim larger than a record can hold"):
+        super_serial.read_header(paths[1])
+
+
+def _write_records(path, examples):
+    with tf.io.TFRecordWriter(path) as writer:
+        for features in examples:
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                key: tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+                for key, value in features.items()})).SerializeToString())
+
+
+@pytest.mark.parametrize("indices, shape, problem", [
+    ([0, 1, 1], [2, 3], "the number of indices is not 2 for each value, found 3"),
+    ([0, 3], [2, 3], "an index lies outside its dense shape, found 3"),
+    ([0, -1], [2, 3], "an index lies outside its dense shape, found -1"),
+    ([0, 1], [2, 4], "a stored shape does not fit [None, 3], found 4"),
+])
+def test_records_that_do_not_fit_are_corrupt(indices, shape, problem, paths):
+    """Records whose indices or dense shape do not fit the header fail load's checks, named
+    by file and feature, and verify's."""
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter([tf.SparseTensor([[0, 1]], tf.constant([7], tf.int64), [1, 3])] * 2),
+        output_signature=tf.SparseTensorSpec([None, 3], tf.int64))
+    super_serial.save(dataset, *paths)
+    good = {"tensor": [7], "tensor#indices": [0, 1], "tensor#shape": [1, 3]}
+    _write_records(paths[0], [good, {"tensor": [7], "tensor#indices": indices,
+                                     "tensor#shape": shape}])
+    _edit_header(paths[1], lambda h: h["shards"][0].update(
+        num_bytes=Path(paths[0]).stat().st_size))
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        list(super_serial.load(*paths))
+    for word in [paths[0], "feature \\'tensor\\'", problem]:  # TensorFlow escapes quotes
+        assert word in info.value.message, f"{word!r} not in {info.value.message!r}"
+    with pytest.raises(CorruptDataError, match="feature 'tensor'"):
+        super_serial.verify(*paths)
+    _write_records(paths[0], [good, good])  # records that fit load
+    _edit_header(paths[1], lambda h: h["shards"][0].update(
+        num_bytes=Path(paths[0]).stat().st_size))
+    assert len(list(super_serial.load(*paths))) == 2
