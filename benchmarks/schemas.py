@@ -1,7 +1,8 @@
 """super_serial against tf.data.Dataset.save/load on schemas beyond bench.py's two workloads.
 
 Each schema (ragged, mixed dtypes, float64, dense components of unknown shape, long lists of
-integers and strings, small string matrices, long strings) is saved by both and loaded by both,
+integers and strings, small string matrices, long strings, sparse tensors) is saved by both and
+loaded by both,
 alternately in one process; a load iterates ``.batch(512)``, or ``.padded_batch(512)`` where
 dense shapes vary: batch's equivalent for them, with no function for each element.
 (``.ragged_batch(512)`` maps every element with a tf.data map, 20-40 us an element on 2 cores,
@@ -54,6 +55,10 @@ def schemas(n: int) -> dict:
 
     blob = rng.bytes(201_000)
 
+    def bag_of_words(i):  # 1 to 99 of 30,000 word ids, sorted, with a weight each
+        ids = np.sort(np.random.default_rng(i).choice(30_000, 1 + i * 7919 % 99, replace=False))
+        return tf.SparseTensor(ids[:, None], np.full(len(ids), 0.5, np.float32), [30_000])
+
     def words(i, shape):
         return np.array([b"word%d" % (j * i % 5000) for j in range(shape[0])], object)
 
@@ -104,6 +109,10 @@ def schemas(n: int) -> dict:
             lambda: (blob[i % 1000:i % 1000 + 100_000 + i * 7919 % 100_000]
                      for i in range(max(1, n // 40))),
             output_signature=tf.TensorSpec([], tf.string)), False),
+        # bags of words as tf.SparseTensor (n / 8): batch gives each batch's largest shape
+        "sparse float32 [30000] (about 50 values)": (tf.data.Dataset.from_generator(
+            lambda: (bag_of_words(i) for i in range(n // 8)),
+            output_signature=tf.SparseTensorSpec([30_000], tf.float32)), False),
     }
     return {name: (dataset.cache(), varies) for name, (dataset, varies) in made.items()}
 
@@ -118,6 +127,8 @@ def iterate(dataset, varying: bool) -> int:
 
 def _rows(batch) -> int:
     leaf = tf.nest.flatten(batch)[0]
+    if isinstance(leaf, tf.SparseTensor):
+        return int(leaf.dense_shape[0])
     return int(leaf.nrows()) if isinstance(leaf, tf.RaggedTensor) else int(leaf.shape[0])
 
 
