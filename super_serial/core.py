@@ -804,7 +804,9 @@ class _HeaderParser:
                              f"{_short(raw)}")
         if len(raw) > 32:
             self.fail(field, f"rank {len(raw)} is more than 32")
-        if any(d is not None and d > (2**63 - 1 if sparse else _MAX_RECORD_BYTES) for d in raw):
+        if sparse and any(d is not None and d >= 2**63 for d in raw):
+            self.fail(field, f"{_short(raw)} has a dim larger than int64 holds")
+        if not sparse and any(d is not None and d > _MAX_RECORD_BYTES for d in raw):
             self.fail(field, f"{_short(raw)} has a dim larger than a record can hold")
         return tuple(raw)
 
@@ -2298,7 +2300,7 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     rows_apart = _ragged_may_come_as_rows(dataset)
     if (_sparse_batches(features) and not small_reads and not rows_apart
             and not _costly_elements(dataset)):  # elements_per_batch: sized like small reads
-        how = "sparse" if len(specs) == 1 else "windows"
+        how = "sparse_batch" if len(specs) == 1 else "windows"
     elif rows_apart or any(f.dense_unknown or f.sparse for f in features):
         how = "rows"
     else:
@@ -2316,8 +2318,8 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     if how == "rows":
         rows = tuple(f.dense_unknown for f, s in zip(features, structure)
                      for _ in tf.nest.flatten(s))
-    return _Reads(batched, (lambda b: [b]) if how == "sparse" else list, how == "windows",
-                  rows)
+    return _Reads(batched, (lambda b: [b]) if how == "sparse_batch" else list,
+                  how == "windows", rows)
 
 
 @functools.lru_cache(maxsize=16)
@@ -2325,7 +2327,7 @@ def _save_pipeline(specs: tuple, features: tuple, batch_records: int, how: str,
                    rows_apart: bool, read_ahead, applies_functions: bool):
     """The traced function that makes the batches `_batches_for_encoding` reads from the
     dataset's variant (its elements as the flat tuple `specs`), and their structure: batched
-    `how` ("sparse", "windows", "rows" or "batch"), read ahead (`_prefetched`) unless
+    `how` ("sparse_batch", "windows", "rows" or "batch"), read ahead (`_prefetched`) unless
     `read_ahead` is None, with save's own options unless the pipeline `applies_functions`.
     One function call instead of a dataset op at a time: in eager mode each costs about 0.4
     ms, most of a small save's fixed cost (a `[None]` save took 4.5 ms to build them)."""
@@ -2333,7 +2335,7 @@ def _save_pipeline(specs: tuple, features: tuple, batch_records: int, how: str,
 
     def build(variant):
         dataset = tf.data.experimental.from_variant(variant, specs)
-        if how == "sparse":
+        if how == "sparse_batch":  # lists of strings, the only component
             batched = _sparse_batch(dataset, batch_records, specs[0])
         elif how == "windows":
             windows = dataset.window(batch_records)
@@ -4262,9 +4264,10 @@ class _Decoder:
                    f"the number of indices is not {rank} for each value",
                    found=indices.row_lengths())
         # Each index within its element's dense shape: the i-th of a record in dim i % rank
-        flat, rows = indices.flat_values, indices.value_rowids()
-        within = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(indices.row_splits, rows)
-        bounds = tf.gather(tf.reshape(shapes, [-1]), rows * rank + within % rank)
+        flat, record = indices.flat_values, indices.value_rowids()
+        within = tf.range(tf.size(flat, out_type=tf.int64)) - tf.gather(indices.row_splits,
+                                                                        record)
+        bounds = tf.gather(tf.reshape(shapes, [-1]), record * rank + within % rank)
         outside = tf.where(tf.logical_and(flat >= 0, flat < bounds), tf.int64.min, flat)
         largest = tf.reduce_max(indices.with_flat_values(outside), axis=1)
         checks.add(tf.equal(largest, tf.int64.min), f,

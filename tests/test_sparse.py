@@ -85,7 +85,8 @@ def test_indices_keep_their_order_and_repeats(paths):
 @pytest.mark.parametrize("source", ["slices", "cache", "generator", "map"])
 def test_sources(source, paths):
     """Rows of a sparse batch in memory, a cache, a generator, a map: each read its own way
-    (in memory whole, from a function a few at a time, merged by their bytes)."""
+    (in memory whole; from a function 32 at a time, the reads after the first merged by their
+    bytes, `_Merger`)."""
     batch = tf.sparse.reorder(tf.SparseTensor(
         [[0, 0, 1], [0, 1, 0], [2, 1, 1], [3, 0, 0]], [1, 2, 3, 4], [5, 2, 2]))
     if source == "slices":
@@ -93,10 +94,10 @@ def test_sources(source, paths):
     elif source == "cache":
         dataset = tf.data.Dataset.from_tensor_slices((batch, tf.range(5))).cache()
     elif source == "generator":
-        dataset = tf.data.Dataset.zip((sparse_dataset("int32", [None, 2], 30),
-                                       tf.data.Dataset.range(30)))
+        dataset = tf.data.Dataset.zip((sparse_dataset("int32", [None, 2], 100),
+                                       tf.data.Dataset.range(100)))
     else:
-        dataset = tf.data.Dataset.range(30).map(lambda i: (tf.SparseTensor(
+        dataset = tf.data.Dataset.range(100).map(lambda i: (tf.SparseTensor(
             [[i % 3]], [tf.strings.as_string(i)], [3]), i))
     list(dataset)  # a cache filled, as it would be after a first pass
     super_serial.save(dataset, *paths)
@@ -281,6 +282,10 @@ def test_a_large_dense_shape_is_valid(paths):
     assert_same_elements(dataset, _roundtrip(dataset, paths))
     _edit_header(paths[1], lambda h: h["features"][core.BARE_TENSOR_NAME].pop("sparse"))
     with pytest.raises(HeaderError, match="has a dim larger than a record can hold"):
+        super_serial.read_header(paths[1])
+    _edit_header(paths[1], lambda h: h["features"][core.BARE_TENSOR_NAME].update(
+        sparse=True, shape=[2**63]))
+    with pytest.raises(HeaderError, match=r"\[9223372036854775808\] has a dim larger than int64"):
         super_serial.read_header(paths[1])
 
 
