@@ -363,7 +363,8 @@ def _inspect_text(info: dict) -> str:
         "",
     ]
     rows = [(_name(f["name"]), f["dtype"], _shape(f["shape"]) + (" sparse" if f["sparse"] else ""),
-             f["encoding"], str(f["ragged_rank"])) for f in info["features"]]
+             f["encoding"], "-" if f["sparse"] else str(f["ragged_rank"]))
+            for f in info["features"]]
     titles = ("feature", "dtype", "shape", "encoding", "ragged rank")
     if any(f["tensor_name"] is not None for f in info["features"]):  # tf.TensorSpec names
         rows = [row + ("-" if f["tensor_name"] is None else json.dumps(f["tensor_name"]),)

@@ -3312,7 +3312,9 @@ def _features_difference(features: tuple, others: tuple) -> str:
         if name not in mine or name not in theirs:
             return f": {_named(name)} is only in {'this part' if name in mine else 'that one'}"
         for field in [*mine[name], *(k for k in theirs[name] if k not in mine[name])]:
-            ours, other = mine[name].get(field), theirs[name].get(field)
+            # a field a header leaves out where it has its default: `sparse` where false
+            ours, other = (fs[name].get(field, False if field == "sparse" else None)
+                           for fs in (mine, theirs))
             if ours != other:
                 return f": {_named(name)}, {field} {_short(ours)} against {_short(other)}"
     return ""
@@ -3524,7 +3526,7 @@ def load(
         unknown or ragged).
       batch_size: Give batches of this many elements instead of single elements (faster than
         `.batch()` afterwards; components of unknown shape are batched as ragged tensors, as
-        `Dataset.ragged_batch` does).
+        `Dataset.ragged_batch` does, and sparse ones as `Dataset.batch` does).
       drop_remainder: With `batch_size`, drop a last smaller batch (ValueError without it).
       shuffle_files: Read the shard files in a random order (a new one each epoch).
       seed: Seed of that shuffle (ValueError without it): an integer, or an integer

@@ -83,7 +83,7 @@ def test_indices_keep_their_order_and_repeats(paths):
 
 
 @pytest.mark.parametrize("source", ["slices", "cache", "generator", "map"])
-def test_sources(source, paths):
+def test_sources(source, paths, monkeypatch):
     """Rows of a sparse batch in memory, a cache, a generator, a map: each read its own way
     (in memory whole; from a function 32 at a time, the reads after the first merged by their
     bytes, `_Merger`)."""
@@ -100,7 +100,12 @@ def test_sources(source, paths):
         dataset = tf.data.Dataset.range(100).map(lambda i: (tf.SparseTensor(
             [[i % 3]], [tf.strings.as_string(i)], [3]), i))
     list(dataset)  # a cache filled, as it would be after a first pass
+    merged = []
+    concatenated = core._concatenated
+    monkeypatch.setattr(core, "_concatenated", lambda reads: merged.append(len(reads)) or (
+        concatenated(reads)))
     super_serial.save(dataset, *paths)
+    assert (max(merged) > 1) is (source in ("generator", "map")), merged
     assert_same_elements(dataset, super_serial.load(*paths))
     assert_batches(dataset, paths, batch_size=4)
 
@@ -176,17 +181,24 @@ def test_load_inside_a_tf_function(paths):
     assert int(total()) == expected
 
 
-def test_a_stock_reader_reads_the_records(paths):
-    """The format as the README gives it: values under the key, indices (flattened) under
-    `<key>#indices`, the dense shape under `<key>#shape`."""
-    dataset = sparse_dataset("float32", [None, 5])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "string", "float64"])
+def test_a_stock_reader_reads_the_records(dtype, paths):
+    """The format as the README gives it: values under the key (int32 as int64, float64 as
+    the bytes of one entry), indices (flattened) under `<key>#indices`, the dense shape under
+    `<key>#shape`."""
+    dataset = sparse_dataset(dtype, [None, 5])
     super_serial.save(dataset.map(lambda s: {"x": s}), *paths)
-    specs = {"x": tf.io.VarLenFeature(tf.float32), "x#indices": tf.io.VarLenFeature(tf.int64),
+    stored = {"float": tf.float32, "int64": tf.int64, "bytes": tf.string, "raw": tf.string}[
+        core._DTYPES[dtype].encoding]
+    specs = {"x": tf.io.VarLenFeature(stored), "x#indices": tf.io.VarLenFeature(tf.int64),
              "x#shape": tf.io.FixedLenFeature([2], tf.int64)}
     for want, record in zip(dataset, tf.data.TFRecordDataset(paths[0])):
         parsed = tf.io.parse_single_example(record, specs)
+        values = parsed["x"].values
+        if dtype == "float64":
+            values = tf.io.decode_raw(values[0], tf.float64)
         got = tf.SparseTensor(tf.reshape(parsed["x#indices"].values, [-1, 2]),
-                              parsed["x"].values, parsed["x#shape"])
+                              tf.cast(values, want.dtype), parsed["x#shape"])
         assert_bit_identical(want, got)
 
 
@@ -197,6 +209,14 @@ def test_header_version_is_4_only_with_a_sparse_feature(tmp_path):
     assert super_serial.save(plain, str(tmp_path / "a.tfrecord"))["version"] == 3
     with_sparse = tf.data.Dataset.zip((plain, sparse_dataset("int8", [2], 3)))
     assert super_serial.save(with_sparse, str(tmp_path / "b.tfrecord"))["version"] == 4
+
+
+def test_merge_refuses_a_sparse_part_beside_a_dense_one(tmp_path):
+    parts = [str(tmp_path / "sparse.tfrecord"), str(tmp_path / "dense.tfrecord")]
+    super_serial.save(tf.data.Dataset.from_tensors(tf.SparseTensor([[1]], [1.0], [3])), parts[0])
+    super_serial.save(tf.data.Dataset.from_tensors(tf.constant([0.0, 1.0, 0.0])), parts[1])
+    with pytest.raises(SchemaError, match=r"feature 'tensor', sparse False against True$"):
+        super_serial.merge(parts, str(tmp_path / "all.tfrecord"))
 
 
 def test_merge_parts(tmp_path):
@@ -325,3 +345,21 @@ def test_records_that_do_not_fit_are_corrupt(indices, shape, problem, paths):
     _edit_header(paths[1], lambda h: h["shards"][0].update(
         num_bytes=Path(paths[0]).stat().st_size))
     assert len(list(super_serial.load(*paths))) == 2
+
+
+@pytest.mark.parametrize("dtype, value, words", [
+    ("int32", 2**40, "does not fit int32"),
+    ("uint32", -1, "does not fit uint32"),
+    ("bool", 2, "does not fit bool"),
+])
+def test_verify_checks_that_sparse_integers_fit_their_dtype(dtype, value, words, paths):
+    """Sparse values stored as int64 for a narrower dtype must fit it (a hand-made record
+    could hold any int64): `verify` checks, as for dense features."""
+    dataset = tf.data.Dataset.from_tensors(tf.SparseTensor([[1]], tf.ones([1], dtype), [3]))
+    super_serial.save(dataset, *paths)
+    assert super_serial.verify(*paths)["num_records"] == 1
+    _write_records(paths[0], [{"tensor": [value], "tensor#indices": [1], "tensor#shape": [3]}])
+    _edit_header(paths[1], lambda h: h["shards"][0].update(
+        num_bytes=Path(paths[0]).stat().st_size))
+    with pytest.raises(CorruptDataError, match=f"feature 'tensor': a value {words}"):
+        super_serial.verify(*paths)
