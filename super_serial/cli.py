@@ -194,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = command(
         "demo", _demo, "Save, inspect and load built-in sample data, timed against tf.data",
         f"Builds {DEMO_ELEMENTS} synthetic elements (image, label, caption, variable-length "
-        "tokens, nested objects, ragged sentences), saves them with "
+        "tokens, nested objects, ragged sentences, sparse keywords), saves them with "
         f"num_shards={DEMO_SHARDS}, compression={DEMO_COMPRESSION!r}, prints the header and the "
         "inspect view, loads them back, checks that they are identical, and compares save "
         "and load times with tf.data.Dataset.save/load. Needs no network.")
@@ -594,11 +594,13 @@ def _demo(args) -> int:
 
 
 def _demo_dataset():
-    """A small, realistic dataset: fixed seed, variable-length, nested and ragged features."""
+    """A small, realistic dataset: fixed seed, variable-length, nested, ragged and sparse
+    features."""
     import numpy as np
     import tensorflow as tf
 
     rng = np.random.default_rng(DEMO_SEED)
+    keyword_rng = np.random.default_rng(DEMO_SEED + 1)  # the other features as they were
     colors = ["red", "green", "blue", "yellow", "grey", "white"]
     shapes = ["circle", "square", "triangle", "star"]
     y, x = np.mgrid[0:32, 0:32]
@@ -622,6 +624,10 @@ def _demo_dataset():
             },
             "sentences": (rng.integers(0, 30_000, int(sentence_lengths.sum()), dtype=np.int32),
                           sentence_lengths),
+            # 0-4 of 1,000 keywords, each with a weight: a sparse tensor, made in the map
+            "keywords": (np.sort(keyword_rng.choice(1000, int(keyword_rng.integers(5)),
+                                                    replace=False)),
+                         keyword_rng.random(5, dtype=np.float32)),
         })
 
     def generate():
@@ -637,14 +643,17 @@ def _demo_dataset():
             "score": tf.TensorSpec([None], tf.float64),
         },
         "sentences": (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64)),
+        "keywords": (tf.TensorSpec([None], tf.int64), tf.TensorSpec([5], tf.float32)),
     }
 
-    def make_ragged(element):  # in the graph: much faster than a RaggedTensor per element
+    def make_composite(element):  # in the graph: much faster than one per element in Python
         values, lengths = element["sentences"]
-        return {**element, "sentences": tf.RaggedTensor.from_row_lengths(values, lengths)}
+        ids, weights = element["keywords"]
+        return {**element, "sentences": tf.RaggedTensor.from_row_lengths(values, lengths),
+                "keywords": tf.SparseTensor(ids[:, None], weights[:tf.size(ids)], [1000])}
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
-    dataset = dataset.map(make_ragged)
+    dataset = dataset.map(make_composite)
     dataset = dataset.cache()
     _count_elements(dataset)  # fill the cache: the timed saves then read from memory
     return dataset
@@ -799,6 +808,10 @@ def _bit_identical(x, y) -> bool:
     import numpy as np
     import tensorflow as tf
 
+    if isinstance(x, tf.SparseTensor) or isinstance(y, tf.SparseTensor):
+        return isinstance(x, tf.SparseTensor) and isinstance(y, tf.SparseTensor) and all(
+            _bit_identical(a, b) for a, b in zip([x.indices, x.values, x.dense_shape],
+                                                 [y.indices, y.values, y.dense_shape]))
     if isinstance(x, tf.RaggedTensor) or isinstance(y, tf.RaggedTensor):
         if not (isinstance(x, tf.RaggedTensor) and isinstance(y, tf.RaggedTensor)):
             return False

@@ -166,6 +166,22 @@ def test_demo_names_the_feature_that_differs():
     assert cli._difference(saved, saved.take(3), names) == "fewer elements than saved (3 match)"
 
 
+@pytest.mark.parametrize("other", [
+    ([[1]], [2.0], [3]),  # another value
+    ([[2]], [1.0], [3]),  # another index
+    ([[1]], [1.0], [4]),  # another dense shape
+])
+def test_demo_compares_sparse_components_part_by_part(other):
+    def dataset(indices, values, dense_shape):  # dense shapes known when run: one spec for all
+        return tf.data.Dataset.from_tensors((indices, values, dense_shape)).map(
+            lambda i, v, d: {"k": tf.SparseTensor(tf.cast(i, tf.int64), v, tf.cast(d, tf.int64))})
+
+    saved = dataset([[1]], [1.0], [3])
+    assert saved.element_spec == dataset(*other).element_spec
+    assert cli._difference(saved, saved, ["k"]) is None
+    assert cli._difference(saved, dataset(*other), ["k"]) == "element 0, feature 'k' differs"
+
+
 # ---- inspect ------------------------------------------------------------------------------
 
 
