@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-import yaml
 from conftest import assert_bit_identical, assert_same_elements
-from test_roundtrip import DTYPES, make_values
+from test_corruption import edit_header
+from test_roundtrip import DTYPES, _nothing_written, make_values, roundtrip
 
 import super_serial
 from super_serial import CorruptDataError, HeaderError, SchemaError, core
@@ -126,27 +126,22 @@ def test_structures(paths):
     """The only component; in nested dicts and tuples; beside a list of strings (which would
     otherwise be batched by sparse_batch, over windows) and a ragged tensor."""
     sparse = sparse_dataset("string", [None])
-    assert_same_elements(sparse, _roundtrip(sparse, paths))
+    assert_same_elements(sparse, roundtrip(sparse, paths))
     words = tf.data.Dataset.range(7).map(lambda i: tf.strings.as_string(tf.range(i)))
     nested = tf.data.Dataset.zip(({"a": {"s": sparse, "w": words}}, (
         tf.data.Dataset.range(7), sparse_dataset("bool", [4, None]))))
-    assert_same_elements(nested, _roundtrip(nested.cache(), paths))
+    assert_same_elements(nested, roundtrip(nested.cache(), paths))
     # the list of words as ragged_batch gives it, as for any dense component of unknown shape
     assert_same_elements(nested.ragged_batch(3), super_serial.load(*paths, batch_size=3))
-
-
-def _roundtrip(dataset, paths):
-    super_serial.save(dataset, *paths)
-    return super_serial.load(*paths)
 
 
 def test_empty_dataset_and_empty_tensors(paths):
     spec = tf.SparseTensorSpec([None, 4], tf.int16)
     empty = tf.data.Dataset.from_generator(lambda: iter([]), output_signature=spec)
-    assert_same_elements(empty, _roundtrip(empty, paths))
+    assert_same_elements(empty, roundtrip(empty, paths))
     nothing = tf.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0], tf.int16), [0, 4])
     zeros = tf.data.Dataset.from_tensors(nothing).repeat(3)
-    assert_same_elements(zeros, _roundtrip(zeros, paths))
+    assert_same_elements(zeros, roundtrip(zeros, paths))
 
 
 def test_original_dtypes_false(paths):
@@ -235,10 +230,6 @@ def test_merge_parts(tmp_path):
 # ---- what save refuses ----------------------------------------------------------------------
 
 
-def _nothing_written(tmp_path):
-    assert list(tmp_path.iterdir()) == [], "save wrote files"
-
-
 @pytest.mark.parametrize("sparse, words", [
     (tf.SparseTensor([[0, 3]], [1.0], [2, 3]), ["index outside its dense shape [2, 3]",
                                                 "found 3"]),
@@ -269,12 +260,6 @@ def test_invalid_sparse_tensors_are_refused(sparse, words, tmp_path):
 # ---- headers and records that do not fit ----------------------------------------------------
 
 
-def _edit_header(header_path, change):
-    header = yaml.safe_load(Path(header_path).read_text())
-    change(header)
-    Path(header_path).write_text(yaml.safe_dump(header))
-
-
 @pytest.mark.parametrize("change, problem", [
     (lambda h: h.update(version=3), "field 'features.s.sparse': sparse features need format "
                                     "version 4; the header says 3"),
@@ -287,7 +272,7 @@ def _edit_header(header_path, change):
 def test_header_validation(change, problem, paths):
     super_serial.save(tf.data.Dataset.from_tensors({"s": tf.SparseTensor([[1]], [2], [3])}),
                       *paths)
-    _edit_header(paths[1], change)
+    edit_header(paths[1], change)
     with pytest.raises(HeaderError, match="^" + paths[1] + ": " + problem.replace(
             "[", r"\[").replace("]", r"\]")):
         super_serial.read_header(paths[1])
@@ -299,22 +284,25 @@ def test_a_large_dense_shape_is_valid(paths):
     vocabulary = 2**40
     dataset = tf.data.Dataset.from_tensors(tf.SparseTensor([[vocabulary - 1]], [1.0],
                                                            [vocabulary]))
-    assert_same_elements(dataset, _roundtrip(dataset, paths))
-    _edit_header(paths[1], lambda h: h["features"][core.BARE_TENSOR_NAME].pop("sparse"))
+    assert_same_elements(dataset, roundtrip(dataset, paths))
+    edit_header(paths[1], lambda h: h["features"][core.BARE_TENSOR_NAME].pop("sparse"))
     with pytest.raises(HeaderError, match="has a dim larger than a record can hold"):
         super_serial.read_header(paths[1])
-    _edit_header(paths[1], lambda h: h["features"][core.BARE_TENSOR_NAME].update(
+    edit_header(paths[1], lambda h: h["features"][core.BARE_TENSOR_NAME].update(
         sparse=True, shape=[2**63]))
     with pytest.raises(HeaderError, match=r"\[9223372036854775808\] has a dim larger than int64"):
         super_serial.read_header(paths[1])
 
 
-def _write_records(path, examples):
-    with tf.io.TFRecordWriter(path) as writer:
+def _write_records(paths, examples):
+    """Replaces the records with these Examples of Int64Lists; the header given their size."""
+    with tf.io.TFRecordWriter(paths[0]) as writer:
         for features in examples:
             writer.write(tf.train.Example(features=tf.train.Features(feature={
                 key: tf.train.Feature(int64_list=tf.train.Int64List(value=value))
                 for key, value in features.items()})).SerializeToString())
+    edit_header(paths[1], lambda h: h["shards"][0].update(
+        num_bytes=Path(paths[0]).stat().st_size))
 
 
 @pytest.mark.parametrize("indices, shape, problem", [
@@ -331,19 +319,15 @@ def test_records_that_do_not_fit_are_corrupt(indices, shape, problem, paths):
         output_signature=tf.SparseTensorSpec([None, 3], tf.int64))
     super_serial.save(dataset, *paths)
     good = {"tensor": [7], "tensor#indices": [0, 1], "tensor#shape": [1, 3]}
-    _write_records(paths[0], [good, {"tensor": [7], "tensor#indices": indices,
-                                     "tensor#shape": shape}])
-    _edit_header(paths[1], lambda h: h["shards"][0].update(
-        num_bytes=Path(paths[0]).stat().st_size))
+    _write_records(paths, [good, {"tensor": [7], "tensor#indices": indices,
+                                  "tensor#shape": shape}])
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         list(super_serial.load(*paths))
     for word in [paths[0], "feature \\'tensor\\'", problem]:  # TensorFlow escapes quotes
         assert word in info.value.message, f"{word!r} not in {info.value.message!r}"
     with pytest.raises(CorruptDataError, match="feature 'tensor'"):
         super_serial.verify(*paths)
-    _write_records(paths[0], [good, good])  # records that fit load
-    _edit_header(paths[1], lambda h: h["shards"][0].update(
-        num_bytes=Path(paths[0]).stat().st_size))
+    _write_records(paths, [good, good])  # records that fit load
     assert len(list(super_serial.load(*paths))) == 2
 
 
@@ -358,8 +342,6 @@ def test_verify_checks_that_sparse_integers_fit_their_dtype(dtype, value, words,
     dataset = tf.data.Dataset.from_tensors(tf.SparseTensor([[1]], tf.ones([1], dtype), [3]))
     super_serial.save(dataset, *paths)
     assert super_serial.verify(*paths)["num_records"] == 1
-    _write_records(paths[0], [{"tensor": [value], "tensor#indices": [1], "tensor#shape": [3]}])
-    _edit_header(paths[1], lambda h: h["shards"][0].update(
-        num_bytes=Path(paths[0]).stat().st_size))
+    _write_records(paths, [{"tensor": [value], "tensor#indices": [1], "tensor#shape": [3]}])
     with pytest.raises(CorruptDataError, match=f"feature 'tensor': a value {words}"):
         super_serial.verify(*paths)
