@@ -1528,11 +1528,11 @@ def _check_sparse(feature: _Feature, indices: np.ndarray, counts: np.ndarray,
     bounds = np.repeat(shapes, counts, axis=0).reshape(-1)  # each index's dim
     outside = (indices < 0) | (indices >= bounds)
     if outside.any():
-        element = int(np.searchsorted(np.cumsum(counts), np.argmax(outside) // rank,
-                                      side="right"))
+        first = int(np.argmax(outside))  # of the indices; its value is first // rank
+        element = int(np.searchsorted(np.cumsum(counts), first // rank, side="right"))
         raise _WrongShape(
             f"feature {_short(feature.name)}: an element has an index outside its dense shape "
-            f"{shapes[element].tolist()} (found {int(indices[np.argmax(outside)])}), which "
+            f"{shapes[element].tolist()} (found {int(indices[first])}), which "
             "tf.SparseTensor does not check and load would refuse")
 
 
