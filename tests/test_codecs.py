@@ -292,6 +292,49 @@ def test_varints_of_every_length_across_slices(monkeypatch, dtype, most):
     assert max(lengths) == most
 
 
+@pytest.mark.parametrize("dtype, most", [(dtype, most)
+                                         for dtype in ["int64", "uint64", "int32", "uint32"]
+                                         for most in _varint_lengths(dtype) if most >= 3])
+def test_varints_of_one_length_are_laid_out_at_once(monkeypatch, dtype, most):
+    """Values whose varints all take as many bytes, from 3 (timestamps, negative numbers, ids
+    of a narrow range), are laid out byte column by byte column (`_uniform_varints`), a slice
+    at a time: the same bytes as the reference, at both ends of the length's range, across
+    slice boundaries. One shorter value among them, or values below `_VARINT_TABLE`, go the
+    other ways."""
+    monkeypatch.setattr(core, "_UNIFORM_SLICE", 7)
+    uniform = []
+    uniform_varints = core._uniform_varints
+    monkeypatch.setattr(core, "_uniform_varints",
+                        lambda values, n: uniform.append(n) or uniform_varints(values, n))
+    info = np.iinfo(dtype)
+    if most == 10:  # negative, or from 2**63
+        ends = ([-1, int(info.min), int(info.min) // 3] if info.min < 0
+                else [2**63, 2**64 - 1, 2**63 + 1])
+    else:
+        low, high = 1 << 7 * (most - 1), min((1 << 7 * most) - 1, int(info.max))
+        ends = [low, high, (low + high) // 2]
+    values = np.array((ends * 7)[:20], dtype)
+    for shorter in (False, True):
+        if shorter:
+            values[11] = 0x80  # two bytes
+        uniform.clear()
+        data, lengths = core._varints(values)
+        expected = [_reference_varint(int(v) % 2**64) for v in values.tolist()]
+        assert np.asarray(data).tobytes() == b"".join(expected)
+        assert np.asarray(lengths).tolist() == [len(e) for e in expected]
+        assert uniform == ([] if shorter else [most])
+
+
+def test_varints_below_the_table_are_not_laid_out_at_once(monkeypatch):
+    """Values that all take 3 bytes but stay below `_VARINT_TABLE` are looked up in the table."""
+    called = []
+    monkeypatch.setattr(core, "_uniform_varints", lambda *a: called.append(a))
+    values = np.arange(1 << 14, core._VARINT_TABLE, 997, dtype=np.int64)
+    data, _ = core._varints(values)
+    assert np.asarray(data).tobytes() == b"".join(map(_reference_varint, values.tolist()))
+    assert called == []
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 10), max_size=3), max_size=6))
 def test_group_rows_sums_each_rows_item_lengths(rows):
@@ -538,8 +581,9 @@ def test_long_lists_roundtrip(data, dtype):
 
 def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
     """Fixed shapes, lists of unknown length (alone or beside another component) and ragged
-    components all hand their long integer lists to `_tf_lists`, and to NumPy short ones and
-    those whose values all have their varints in `_varint_table`."""
+    components all hand their long integer lists to `_tf_lists`, and to NumPy short ones,
+    those whose values all have their varints in `_varint_table`, and those whose varints all
+    have one length (`_uniform_varints`)."""
     calls = []
     tf_lists = core._tf_lists
     monkeypatch.setattr(core, "_tf_lists", lambda *a: calls.append(a[0]) or tf_lists(*a))
@@ -561,8 +605,13 @@ def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
         "fixed, in the table": tf.data.Dataset.from_tensor_slices(
             np.arange(3 * 2 * long).reshape(3, 2 * long) % core._VARINT_TABLE),
         "fixed, from the table's size": tf.data.Dataset.from_tensor_slices(
-            np.arange(3 * 2 * long).reshape(3, 2 * long) + core._VARINT_TABLE),
+            np.arange(3 * 2 * long).reshape(3, 2 * long) % 2 * core._VARINT_TABLE),
         "fixed, negative": tf.data.Dataset.from_tensor_slices(-batch - 1),
+        "fixed, of one length": tf.data.Dataset.from_tensor_slices(
+            np.arange(3 * 2 * long).reshape(3, 2 * long) + core._VARINT_TABLE),
+        "lists, of one length": varying.map(lambda row: row + 2**60),
+        "ragged, of one length": tf.data.Dataset.from_tensor_slices(
+            tf.RaggedTensor.from_row_lengths(-rows - 2, [2, 2, 2])),
         "lists, in the table": varying.map(lambda row: row % core._VARINT_TABLE),
         "ragged, in the table": tf.data.Dataset.from_tensor_slices(
             tf.RaggedTensor.from_row_lengths(rows % core._VARINT_TABLE, [2, 2, 2])),
@@ -570,7 +619,8 @@ def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
     for name, dataset in datasets.items():
         calls.clear()
         super_serial.save(dataset, str(tmp_path / f"{name}.tfrecord"))
-        assert calls == ([] if name == "short" or "in the table" in name else ["int64"]), name
+        numpy = name == "short" or "in the table" in name or "of one length" in name
+        assert calls == ([] if numpy else ["int64"]), name
         _assert_same(dataset, list(super_serial.load(str(tmp_path / f"{name}.tfrecord"))))
 
 
