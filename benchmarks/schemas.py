@@ -1,10 +1,10 @@
 """super_serial against tf.data.Dataset.save/load on schemas beyond bench.py's two workloads.
 
 Each schema (ragged, mixed dtypes, float64, dense components of unknown shape, long lists of
-integers and strings, small string matrices, long strings, sparse tensors) is saved by both and
-loaded by both,
-alternately in one process; a load iterates ``.batch(512)``, or ``.padded_batch(512)`` where
-dense shapes vary: batch's equivalent for them, with no function for each element.
+integers (token ids, timestamps, random hashes) and strings, small string matrices, long
+strings, sparse tensors) is saved by both and loaded by both, alternately in one process; a
+load iterates ``.batch(512)``, or ``.padded_batch(512)`` where dense shapes vary: batch's
+equivalent for them, with no function for each element.
 (``.ragged_batch(512)`` maps every element with a tf.data map, 20-40 us an element on 2 cores,
 both sides alike: it would measure itself more than the loaders.) Prints medians and the ratios
 super_serial / tf.data (<= 1.0 is better), also for ``load(..., batch_size=512)`` against what
@@ -90,6 +90,13 @@ def schemas(n: int) -> dict:
             True),
         "int64 [128] (token ids)": (tf.data.Dataset.from_tensor_slices(
             rng.integers(0, 30_000, (n // 8, 128))), False),
+        # large integers: varints of one length (9 bytes), and of mixed lengths (9 and 10)
+        "int64 [128] (timestamps in ns)": (tf.data.Dataset.from_tensor_slices(
+            1_700_000_000_000_000_000 + rng.integers(0, 10**15, (n // 8, 128))), False),
+        "int64 [None] (1-200 random 64-bit hashes)": (varying(
+            [None], lambda i: (1 + i * 7919 % 200,), tf.int64,
+            lambda i, shape: np.random.default_rng(i).integers(-2**63, 2**63 - 1, shape,
+                                                              np.int64)).take(n // 8), True),
         "string [None] (about 50 words)": (
             varying([None], lambda i: (i * 7919 % 100 + 1,), tf.string, words).take(n // 8),
             True),
