@@ -1016,19 +1016,12 @@ def _short(value) -> str:
 
 _STORED = {"int64": tf.int64, "float": tf.float32, "bytes": tf.string, "raw": tf.string}
 _LIST_TAG = {"bytes": 0x0A, "raw": 0x0A, "float": 0x12, "int64": 0x1A}  # Feature's oneof fields
-# Values a row (on average) from which TensorFlow encodes the lists (`_tf_lists`): the break-even
-# against NumPy's varints and Python's strings, measured for 4,096 rows (int64 below 30,000: 10
-# against 11 ms at 64 values a row, 26 against 19 at 128; strings: 3.4 against 2.9 at 4). Since
-# `_word_varints` (2026-12-03), NumPy alone is the faster up to about 256 token ids a row (3.2
-# against 4.9 ms at 64, 5.8 against 8.5 at 128, 12.5 against 13.6 at 256), but whole saves were
-# no faster with the int64 break-even moved (int64 [128]: 19.4 against 20.1 ms, alternating runs
-# of 15; about 500 ids: 48 against 42): encode_proto's parts run on two cores. With
-# `_varint_table` (2026-12-03, 22:20 UTC), NumPy's are the faster where all values are in it,
-# which therefore stay with NumPy: saves of 2,500 int64 [128] below 30,000 took 12.5 against
-# 14.0 ms, and of 2,500 [None] of about 500: 30.0-33.9 against 32.7-32.8 ms for one dataset,
-# 37.5-38.4 against 38.6-38.7 for another, which faulted 2,000-2,500 pages a save against
-# 4,000 (alternating runs of 15-25; encode_proto pads each part's rows to its longest).
-_TF_LIST_VALUES = {"int64": 64, "bytes": 4}
+# Strings a row (on average) from which TensorFlow encodes the lists (`_tf_lists`): the
+# break-even against Python's strings, measured for 4,096 rows (3.4 against 2.9 ms at 4).
+# Integer lists went there too from 64 values a row until 2026-12-05; one Int64List of a whole
+# batch's values (`_proto_varints`) took 40-50% less time than a message a row, which
+# encode_proto pads to each part's longest (benchmarks/NOTES.md).
+_TF_LIST_STRINGS = 4
 _ENCODE_PARTS = max(1, min(8, os.cpu_count() or 1))  # parts it encodes them in, one a core
 # Rows at least this wide are written from views of the batch (`_records`), not joined
 _WIDE = 256
@@ -1113,6 +1106,9 @@ def _unsigned_varints(values: np.ndarray, top: int) -> tuple[np.ndarray, np.ndar
     most = (top.bit_length() + 6) // 7  # bytes of the longest varint
     if _one_length(values, top):
         return _uniform_varints(values, most), np.full(values.size, most, np.uint8)
+    if top >= _VARINT_TABLE and _PROTO_VALUES <= values.size <= _MAX_PROTO_VALUES:
+        lengths = _varint_lengths(values, most)
+        return _proto_varints(values, int(lengths.sum(dtype=np.int64))), lengths
     if most <= 8:  # each varint in one word, a slice of the values at a time
         encode, step = ((_table_varints, _TABLE_SLICE) if top < _VARINT_TABLE
                         else (_word_varints, _VARINT_SLICE))
@@ -1137,6 +1133,25 @@ def _one_length(values: np.ndarray, top: int) -> bool:
     if top < _VARINT_TABLE or not values.size:
         return False
     return int(values.min()) >> 7 * ((top.bit_length() + 6) // 7 - 1) > 0
+
+
+def _proto_varints(values: np.ndarray, size: int) -> np.ndarray:
+    """`_varints` of unsigned values (`size` bytes of them) by TensorFlow: encode_proto writes
+    all of them as one Int64List, whose packed field holds them after its tag and length."""
+    as_int64 = values.view(np.int64) if values.dtype.itemsize == 8 else values.astype(np.int64)
+    message = _one_list_encoder()(tf.constant(as_int64)).numpy()
+    return np.frombuffer(message, np.uint8)[len(message) - size:]
+
+
+@functools.lru_cache(maxsize=1)
+def _one_list_encoder():
+    """A function to one Int64List message holding every value of a vector of int64."""
+    def encode(values):
+        count = tf.reshape(tf.size(values, tf.int32), [1, 1])
+        return tf.io.encode_proto(count, [values[None]], ["value"], "tensorflow.Int64List")[0]
+
+    return tf.function(encode, autograph=False,
+                       input_signature=[tf.TensorSpec([None], tf.int64)])
 
 
 def _uniform_varints(values: np.ndarray, most: int) -> np.ndarray:
@@ -1174,8 +1189,14 @@ _VARINT_TABLE = 1 << 16
 # ms); with no faults, 1.25 million ids took 10.7 ms against 9.3-9.8 in 8,192-16,384.
 _TABLE_SLICE = 1 << 12
 # Values `_uniform_varints` encodes at a time: 64 KiB of uint64 temporaries. 320,000 timestamps
-# (9 bytes each) took 2.2-2.5 ms in NumPy this way, 6.0 ms in `_tf_lists`
+# (9 bytes each) took 2.2-2.5 ms in NumPy this way, 4.7 ms in `_proto_varints`
 _UNIFORM_SLICE = 1 << 13
+# Values from `_VARINT_TABLE` up whose varints differ in length go to TensorFlow's encode_proto
+# (`_proto_varints`) from this many a batch: its call costs about 0.14 ms, and from there it is
+# the faster (320,000 random int64: 7.0 against 13.4 ms; below 2**40: 4.4 against 6.0; 65,536
+# below 2**40: 0.93 against 0.94). At most `_MAX_PROTO_VALUES`, as a message stays under 2 GiB.
+_PROTO_VALUES = 1 << 16
+_MAX_PROTO_VALUES = (2**31 - 16) // 10
 # By a varint's length n: its "more bytes follow" bits
 _MORE_BITS = [sum(0x80 << 8 * i for i in range(n - 1)) for n in range(9)]
 
@@ -1340,9 +1361,8 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     `splits` is None).
     Mirrored by `_Decoder._parse_specs` and `_raw_fixed` / `_raw_ragged`.
 
-    Long lists of integers or strings in a tensor are encoded by TensorFlow's encode_proto
-    (`_tf_lists`), faster there than NumPy's varints or Python's strings; but not integers that
-    all have their varint in `_varint_table`, or varints of one length (`_one_length`).
+    Long lists of strings in a tensor are encoded by TensorFlow's encode_proto (`_tf_lists`),
+    faster there than Python's strings; integers by `_unsigned_varints`.
     """
     if isinstance(values, list) and encoding in ("float", "raw"):  # rows read one by one
         data = [_read_only(_little_endian_bytes(v)) for v in values]  # written where they lie
@@ -1350,12 +1370,10 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
                      rows)
     if isinstance(values, list):  # integers (`_Rows`): a slice of rows at a time (`_slices`)
         values = tf.concat(values, 0)  # tensors, or views of a read merged with them
-    tensor, long = values, False
     if isinstance(values, tf.Tensor):  # of any shape
-        long = encoding in _TF_LIST_VALUES and _long_lists(encoding, values, splits, rows)
-        if long and encoding == "bytes":
-            return [_tf_lists(encoding, tensor, splits, rows)]
-        values = _numpy(tensor).reshape(-1)
+        if encoding == "bytes" and _long_lists(values, splits, rows):
+            return [_tf_lists(values, splits, rows)]
+        values = _numpy(values).reshape(-1)
     if encoding in ("float", "raw"):  # one length-delimited field of little-endian bytes
         if encoding == "float":
             values = values.astype(np.float32, copy=False)
@@ -1364,10 +1382,7 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
             return _wrap(b"\x0a", [_Col(data.reshape(rows, data.size // rows))], rows)
         return _wrap(b"\x0a", [_Col(data, np.diff(splits) * values.dtype.itemsize)], rows)
     if encoding == "int64":  # packed varints of the values as int64
-        unsigned, top = _unsigned(values)
-        if long and top >= _VARINT_TABLE and not _one_length(unsigned, top):  # or negative
-            return [_tf_lists(encoding, tensor, splits, rows)]
-        data, sizes = _unsigned_varints(unsigned, top)
+        data, sizes = _unsigned_varints(*_unsigned(values))
         return _wrap(b"\x0a", [_group_rows(data, sizes, splits, rows)], rows)
     # bytes: one length-delimited field per string
     strings = values.tolist()
@@ -1383,44 +1398,32 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     return [_group_rows(data, np.diff(offsets), splits, rows)]
 
 
-def _long_lists(encoding: str, values: tf.Tensor, splits: np.ndarray | None, rows: int) -> bool:
-    """Whether the rows' lists are long (`_TF_LIST_VALUES` values a row on average), and about
-    as long as each other: `_tf_lists` pads each of its parts to its longest."""
+def _long_lists(values: tf.Tensor, splits: np.ndarray | None, rows: int) -> bool:
+    """Whether the rows' lists of strings are long (`_TF_LIST_STRINGS` a row on average), and
+    about as long as each other: `_tf_lists` pads each of its parts to its longest."""
     count = values.shape.num_elements()
-    if not rows or count < _TF_LIST_VALUES[encoding] * rows:
+    if not rows or count < _TF_LIST_STRINGS * rows:
         return False
     return splits is None or rows * int(np.diff(splits).max()) <= 2 * count
 
 
-def _tf_lists(encoding: str, values: tf.Tensor, splits: np.ndarray | None, rows: int) -> _Col:
-    """Each row's Int64List or BytesList message, the bytes `_encode_list` gives, as a column:
-    encoded by TensorFlow (`_list_encoder`)."""
+def _tf_lists(values: tf.Tensor, splits: np.ndarray | None, rows: int) -> _Col:
+    """Each row's BytesList message, the bytes `_encode_list` gives, as a column: encoded by
+    TensorFlow (`_list_encoder`)."""
     if splits is None:  # rows as long as each other: a matrix, with nothing to pad
-        encode = _list_encoder(encoding, values.dtype, fixed=True)
-        joined, lengths = encode(tf.reshape(values, [rows, -1]))
+        joined, lengths = _list_encoder(fixed=True)(tf.reshape(values, [rows, -1]))
     else:
-        joined, lengths = _list_encoder(encoding, values.dtype, fixed=False)(values, splits)
+        joined, lengths = _list_encoder(fixed=False)(values, splits)
     return _Col(np.frombuffer(joined.numpy(), np.uint8), lengths.numpy().astype(np.int64))
 
 
-@functools.lru_cache(maxsize=32)
-def _list_encoder(encoding: str, dtype: tf.DType, fixed: bool):
-    """A function to (the rows' list messages joined, their lengths) of a matrix of rows
-    (`fixed`), or of (values, row splits).
-
-    encode_proto writes canonical protobuf: an empty Int64List is no bytes, where `_encode_list`
-    writes its packed field anyway (0x0a, then the length 0), so empty ones are replaced (in a
-    matrix of no columns too). Every other list is the same bytes either way.
-    """
-    message = "tensorflow.Int64List" if encoding == "int64" else "tensorflow.BytesList"
+@functools.lru_cache(maxsize=2)
+def _list_encoder(fixed: bool):
+    """A function to (the rows' BytesList messages joined, their lengths) of a matrix of
+    strings (`fixed`), or of (strings, row splits)."""
 
     def encode_part(lists, sizes):
-        if encoding == "int64":  # bools and narrower integers as int64
-            lists = tf.cast(lists, tf.int64)
-        messages = tf.io.encode_proto(sizes, [lists], ["value"], message)
-        if encoding == "int64":
-            messages = tf.where(sizes[:, 0] > 0, messages, b"\x0a\x00")
-        return messages
+        return tf.io.encode_proto(sizes, [lists], ["value"], "tensorflow.BytesList")
 
     def joined(parts):
         messages = tf.concat(parts, 0)
@@ -1439,9 +1442,9 @@ def _list_encoder(encoding: str, dtype: tf.DType, fixed: bool):
 
     if fixed:
         return tf.function(encode_matrix, autograph=False,
-                           input_signature=[tf.TensorSpec([None, None], dtype)])
+                           input_signature=[tf.TensorSpec([None, None], tf.string)])
     return tf.function(encode_ragged, autograph=False, input_signature=[
-        tf.TensorSpec(None, dtype), tf.TensorSpec([None], tf.int64)])
+        tf.TensorSpec(None, tf.string), tf.TensorSpec([None], tf.int64)])
 
 
 def _parts(rows, count) -> list:

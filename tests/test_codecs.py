@@ -496,7 +496,6 @@ def test_concat_gives_each_row_its_pieces_in_order(masked_bytes, case):
     assert got == expected
 
 
-list_dtypes = st.sampled_from(["bool", "int32", "int64", "uint32", "string"])
 
 
 @st.composite
@@ -518,109 +517,135 @@ def list_rows(draw, dtype: str):
 
 
 @examples(120)
-@given(st.data(), list_dtypes)
-def test_tensorflow_lists_are_the_bytes_numpy_writes(data, dtype):
-    """Long lists of integers and strings are encoded by TensorFlow's encode_proto: byte for
-    byte what the NumPy encoder writes (empty Int64Lists too), or golden files would change."""
-    flat, splits, rows = data.draw(list_rows(dtype))
-    encoding = core._DTYPES[dtype].encoding
-    expected = _row_bytes(core._encode_list(encoding, flat.reshape(-1), splits, rows), rows)
-    got = _row_bytes([core._tf_lists(encoding, _tensor(flat, dtype), splits, rows)], rows)
+@given(st.data())
+def test_tensorflow_lists_are_the_bytes_numpy_writes(data):
+    """Long lists of strings are encoded by TensorFlow's encode_proto: byte for byte what the
+    Python encoder writes, or golden files would change."""
+    flat, splits, rows = data.draw(list_rows("string"))
+    expected = _row_bytes(core._encode_list("bytes", flat.reshape(-1), splits, rows), rows)
+    got = _row_bytes([core._tf_lists(_tensor(flat, "string"), splits, rows)], rows)
     assert got == expected
 
 
 @pytest.mark.parametrize("rows, width", [(1, 0), (3, 0), (2, 5)])
-@pytest.mark.parametrize("dtype", ["int64", "string"])
-def test_tensorflow_lists_of_a_fixed_width_are_the_bytes_numpy_writes(rows, width, dtype):
-    """The matrix path (fixed shapes), no columns included: every row an empty Int64List,
-    written as NumPy writes it (0x0a, then the length 0), or an empty BytesList."""
-    flat = (np.array([b"w%d" % i for i in range(rows * width)], object) if dtype == "string"
-            else np.arange(rows * width, dtype=np.int64) * 300)
-    encoding = core._DTYPES[dtype].encoding
-    expected = _row_bytes(core._encode_list(encoding, flat, None, rows), rows)
-    got = _row_bytes([core._tf_lists(encoding, _tensor(flat, dtype), None, rows)], rows)
+def test_tensorflow_lists_of_a_fixed_width_are_the_bytes_python_writes(rows, width):
+    """The matrix path (fixed shapes), no columns included: every row an empty BytesList."""
+    flat = np.array([b"w%d" % i for i in range(rows * width)], object)
+    expected = _row_bytes(core._encode_list("bytes", flat, None, rows), rows)
+    got = _row_bytes([core._tf_lists(_tensor(flat, "string"), None, rows)], rows)
     assert got == expected
 
 
-@pytest.mark.parametrize("encoding, dtype", [("int64", tf.int64), ("bytes", tf.string)])
-def test_long_lists_are_those_tensorflow_encodes(encoding, dtype):
-    """At least _TF_LIST_VALUES values a row on average, and none more than twice as long as
+def test_long_lists_are_those_tensorflow_encodes():
+    """At least _TF_LIST_STRINGS strings a row on average, and none more than twice as long as
     the average (encode_proto pads every row to the longest)."""
-    long = core._TF_LIST_VALUES[encoding]
-    values = tf.zeros([4 * long], dtype)
-    assert core._long_lists(encoding, values, None, 4)
-    assert not core._long_lists(encoding, values[:-1], None, 4)
-    assert core._long_lists(encoding, values, np.array([0, long, 2 * long, 3 * long, 4 * long]),
-                            4)
-    assert not core._long_lists(encoding, values, np.array([0, 0, 0, 0, 4 * long]), 4)  # 4x
-    assert not core._long_lists(encoding, values[:0], None, 0)
+    long = core._TF_LIST_STRINGS
+    values = tf.zeros([4 * long], tf.string)
+    assert core._long_lists(values, None, 4)
+    assert not core._long_lists(values[:-1], None, 4)
+    assert core._long_lists(values, np.array([0, long, 2 * long, 3 * long, 4 * long]), 4)
+    assert not core._long_lists(values, np.array([0, 0, 0, 0, 4 * long]), 4)  # 4x
+    assert not core._long_lists(values[:0], None, 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(uint64_values, min_size=1, max_size=60), st.sampled_from(["uint64", "uint32"]))
+def test_tensorflow_varints_are_the_bytes_numpy_writes(values, dtype):
+    """`_proto_varints` (one Int64List by encode_proto) gives every varint as the reference
+    does, also of the two's complement of negative int64 (from 2**63) and of uint32."""
+    values = np.array([v % 2**32 if dtype == "uint32" else v for v in values], dtype)
+    expected = b"".join(_reference_varint(v) for v in values.tolist())
+    assert core._proto_varints(values, len(expected)).tobytes() == expected
+
+
+@pytest.mark.parametrize("count", [2, 3, 1000])
+def test_integers_from_the_table_size_go_through_tensorflow(monkeypatch, count):
+    """From `_PROTO_VALUES` values a batch, integers from `_VARINT_TABLE` up whose varints
+    differ in length are encoded by encode_proto; fewer, or values all in the table or all of
+    one length, by NumPy. The bytes are the same either way."""
+    monkeypatch.setattr(core, "_PROTO_VALUES", 3)
+    calls = []
+    proto_varints = core._proto_varints
+    monkeypatch.setattr(core, "_proto_varints",
+                        lambda values, size: calls.append(values.size) or proto_varints(values,
+                                                                                         size))
+    rng = np.random.default_rng(count)
+    cases = {"mixed": rng.integers(-2**63, 2**63 - 1, count, np.int64),
+             "from the table": np.arange(count) % 2 * core._VARINT_TABLE,
+             "in the table": np.arange(count) % core._VARINT_TABLE,
+             "of one length": np.arange(count) + core._VARINT_TABLE}
+    for name, values in cases.items():
+        calls.clear()
+        data, lengths = core._varints(values)
+        expected = [_reference_varint(int(v) % 2**64) for v in values.tolist()]
+        assert np.asarray(data).tobytes() == b"".join(expected), name
+        assert np.asarray(lengths).tolist() == [len(e) for e in expected], name
+        through = count >= 3 and name in ("mixed", "from the table")
+        assert calls == ([count] if through else []), name
 
 
 @examples(10)
 @given(st.data(), st.sampled_from(["int32", "int64", "uint32", "string"]))
 def test_long_lists_roundtrip(data, dtype):
-    """Fixed and unknown shapes whose lists TensorFlow encodes."""
-    long = core._TF_LIST_VALUES[core._DTYPES[dtype].encoding]
+    """Fixed and unknown shapes whose lists TensorFlow encodes: long lists of strings, and
+    integers when a batch holds `_PROTO_VALUES` of them (lowered here)."""
+    long = core._TF_LIST_STRINGS if dtype == "string" else 64
     batch = data.draw(string_arrays((3, 2 * long)) if dtype == "string"
                       else arrays_of_bits(dtype, (3, 2 * long)), label="batch")
-    fixed = tf.data.Dataset.from_tensor_slices(_tensor(batch, dtype))
-    _assert_same(fixed, _roundtrip(fixed))
-    varying = tf.data.Dataset.from_generator(
-        lambda: (row[:len(row) - i] for i, row in enumerate(batch)),
-        output_signature=tf.TensorSpec([None], tf.as_dtype(dtype))).cache()
-    _assert_same(varying, _roundtrip(varying))  # strings by sparse_batch, numbers as rows
-    # beside another component (strings by sparse_batch over windows), and ragged
-    labelled = tf.data.Dataset.zip(varying, tf.data.Dataset.range(3))
-    _assert_same(labelled, _roundtrip(labelled))
-    rows = tf.RaggedTensor.from_row_lengths(tf.reshape(_tensor(batch, dtype), [-1]),
-                                            [long, long, 0, 2 * long, long, long])
-    ragged = tf.data.Dataset.from_tensor_slices(
-        tf.RaggedTensor.from_row_lengths(rows, [2, 2, 2]))
-    _assert_same(ragged, _roundtrip(ragged))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(core, "_PROTO_VALUES", 2)
+        fixed = tf.data.Dataset.from_tensor_slices(_tensor(batch, dtype))
+        _assert_same(fixed, _roundtrip(fixed))
+        varying = tf.data.Dataset.from_generator(
+            lambda: (row[:len(row) - i] for i, row in enumerate(batch)),
+            output_signature=tf.TensorSpec([None], tf.as_dtype(dtype))).cache()
+        _assert_same(varying, _roundtrip(varying))  # strings by sparse_batch, numbers as rows
+        # beside another component (strings by sparse_batch over windows), and ragged
+        labelled = tf.data.Dataset.zip(varying, tf.data.Dataset.range(3))
+        _assert_same(labelled, _roundtrip(labelled))
+        rows = tf.RaggedTensor.from_row_lengths(tf.reshape(_tensor(batch, dtype), [-1]),
+                                                [long, long, 0, 2 * long, long, long])
+        ragged = tf.data.Dataset.from_tensor_slices(
+            tf.RaggedTensor.from_row_lengths(rows, [2, 2, 2]))
+        _assert_same(ragged, _roundtrip(ragged))
 
 
-def test_long_lists_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
-    """Fixed shapes, lists of unknown length (alone or beside another component) and ragged
-    components all hand their long integer lists to `_tf_lists`, and to NumPy short ones,
-    those whose values all have their varints in `_varint_table`, and those whose varints all
-    have one length (`_uniform_varints`)."""
+def test_large_integers_go_through_tensorflow_on_every_path(monkeypatch, tmp_path):
+    """Fixed shapes, lists of unknown length (alone or beside another component), ragged and
+    sparse components all hand integers from `_VARINT_TABLE` up whose varints differ in length
+    to `_proto_varints` once a batch holds `_PROTO_VALUES` of them (lowered here), and to
+    NumPy fewer, those whose values all have their varints in `_varint_table`, and those whose
+    varints all have one length (`_uniform_varints`)."""
+    monkeypatch.setattr(core, "_PROTO_VALUES", 100)
     calls = []
-    tf_lists = core._tf_lists
-    monkeypatch.setattr(core, "_tf_lists", lambda *a: calls.append(a[0]) or tf_lists(*a))
-    long = core._TF_LIST_VALUES["int64"]
-    batch = np.arange(3 * 2 * long).reshape(3, 2 * long) * 1000  # to 2**17 (and negative)
+    proto_varints = core._proto_varints
+    monkeypatch.setattr(core, "_proto_varints",
+                        lambda values, size: calls.append(size) or proto_varints(values, size))
+    batch = np.arange(3 * 128).reshape(3, 128) * 1000  # to 2**19 (and negative)
     batch[0, 0] = -1
     varying = tf.data.Dataset.from_generator(
         lambda: (row[:len(row) - i] for i, row in enumerate(batch)),
         output_signature=tf.TensorSpec([None], tf.int64))
-    rows = tf.RaggedTensor.from_row_lengths(tf.reshape(batch, [-1]), [long, long, 0, 2 * long,
-                                                                       long, long])
+    rows = tf.RaggedTensor.from_row_lengths(tf.reshape(batch, [-1]), [64, 64, 0, 128, 64, 64])
     datasets = {
         "fixed": tf.data.Dataset.from_tensor_slices(batch),
         "lists": varying,
         "lists beside another": tf.data.Dataset.zip(varying, tf.data.Dataset.range(3)),
         "ragged": tf.data.Dataset.from_tensor_slices(
             tf.RaggedTensor.from_row_lengths(rows, [2, 2, 2])),
-        "short": tf.data.Dataset.from_tensor_slices(batch[:, :long - 1]),
-        "fixed, in the table": tf.data.Dataset.from_tensor_slices(
-            np.arange(3 * 2 * long).reshape(3, 2 * long) % core._VARINT_TABLE),
-        "fixed, from the table's size": tf.data.Dataset.from_tensor_slices(
-            np.arange(3 * 2 * long).reshape(3, 2 * long) % 2 * core._VARINT_TABLE),
-        "fixed, negative": tf.data.Dataset.from_tensor_slices(-batch - 1),
-        "fixed, of one length": tf.data.Dataset.from_tensor_slices(
-            np.arange(3 * 2 * long).reshape(3, 2 * long) + core._VARINT_TABLE),
-        "lists, of one length": varying.map(lambda row: row + 2**60),
+        "sparse": tf.data.Dataset.from_tensor_slices(tf.sparse.from_dense(batch)),
+        "few": tf.data.Dataset.from_tensor_slices(batch[:, :30]),
+        "fixed, in the table": tf.data.Dataset.from_tensor_slices(batch % core._VARINT_TABLE),
+        "lists, in the table": varying.map(lambda row: row % core._VARINT_TABLE),
+        "fixed, of one length": tf.data.Dataset.from_tensor_slices(batch + 2**60),
         "ragged, of one length": tf.data.Dataset.from_tensor_slices(
             tf.RaggedTensor.from_row_lengths(-rows - 2, [2, 2, 2])),
-        "lists, in the table": varying.map(lambda row: row % core._VARINT_TABLE),
-        "ragged, in the table": tf.data.Dataset.from_tensor_slices(
-            tf.RaggedTensor.from_row_lengths(rows % core._VARINT_TABLE, [2, 2, 2])),
     }
     for name, dataset in datasets.items():
         calls.clear()
         super_serial.save(dataset, str(tmp_path / f"{name}.tfrecord"))
-        numpy = name == "short" or "in the table" in name or "of one length" in name
-        assert calls == ([] if numpy else ["int64"]), name
+        numpy = name == "few" or "in the table" in name or "of one length" in name
+        assert (calls == []) if numpy else calls, name
         _assert_same(dataset, list(super_serial.load(str(tmp_path / f"{name}.tfrecord"))))
 
 
