@@ -1061,6 +1061,14 @@ class _Strings(_Col):
     __slots__ = ()
 
 
+class _StringLists(_Strings):
+    """A `_Strings` column of a tuple of buffers a row: a list of long strings, each string's
+    field header and then the string itself (`_string_lists`). `_records` lays them out in
+    the row's record."""
+
+    __slots__ = ()
+
+
 def _const(value: bytes, rows: int) -> _Col:
     return _Col(np.broadcast_to(np.frombuffer(value, np.uint8), (rows, len(value))))
 
@@ -1390,6 +1398,8 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     if splits is None and len(strings) == rows and sizes.sum() >= _LONG_STRING * rows > 0:
         # one long string a row (an encoded image, say): no copy into one buffer
         return [_const(b"\x0a", rows), _varint_col(sizes), _Strings(strings, sizes)]
+    if sizes.sum() >= _LONG_STRING * len(strings) > 0:  # lists of long strings: no copy either
+        return [_string_lists(strings, sizes, splits, rows)]
     data, offsets = _concat(
         [_const(b"\x0a", len(strings)), _varint_col(sizes),
          _Col(np.frombuffer(b"".join(strings), np.uint8), sizes)],
@@ -1398,13 +1408,38 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     return [_group_rows(data, np.diff(offsets), splits, rows)]
 
 
+def _string_lists(strings: list, sizes: np.ndarray, splits: np.ndarray | None,
+                  rows: int) -> _StringLists:
+    """The BytesList of each row (`_encode_list`) as the strings themselves, each after its
+    field header (0x0a and its length): row i holds strings `splits[i]:splits[i + 1]`, or an
+    equal share of them when `splits` is None."""
+    count = len(strings)
+    headers, ends = _concat([_const(b"\x0a", count), _varint_col(sizes)], count)
+    headers, ends = headers.tobytes(), ends.tolist()
+    pieces = [None] * (2 * count)
+    pieces[0::2] = [headers[a:b] for a, b in zip(ends, ends[1:])]
+    pieces[1::2] = strings
+    if splits is None:
+        splits = np.arange(rows + 1, dtype=np.int64) * (count // rows)
+    cut = (2 * splits).tolist()
+    row_ends = np.zeros(count + 1, np.int64)
+    np.cumsum(np.diff(ends) + sizes, out=row_ends[1:])
+    return _StringLists([tuple(pieces[a:b]) for a, b in zip(cut, cut[1:])],
+                        np.diff(row_ends[splits]))
+
+
 def _long_lists(values: tf.Tensor, splits: np.ndarray | None, rows: int) -> bool:
     """Whether the rows' lists of strings are long (`_TF_LIST_STRINGS` a row on average), and
-    about as long as each other: `_tf_lists` pads each of its parts to its longest."""
+    about as long as each other: `_tf_lists` pads each of its parts to its longest. Not lists
+    of long strings (`_LONG_STRING` bytes on average), which encode_proto would copy four
+    times (`_string_lists` writes them as they are)."""
     count = values.shape.num_elements()
     if not rows or count < _TF_LIST_STRINGS * rows:
         return False
-    return splits is None or rows * int(np.diff(splits).max()) <= 2 * count
+    if splits is not None and rows * int(np.diff(splits).max()) > 2 * count:
+        return False
+    total = tf.reduce_sum(tf.cast(tf.strings.length(values), tf.int64))
+    return int(total) < _LONG_STRING * count
 
 
 def _tf_lists(values: tf.Tensor, splits: np.ndarray | None, rows: int) -> _Col:
@@ -1609,17 +1644,17 @@ def _records(pieces: list, rows: int) -> list:
     the buffers they are, so that their bytes are copied only when they are written.
     `_joined` makes bytes of either kind.
     """
-    segments, run, wide = [], [], False
+    segments, run, wide, nested = [], [], False, False
     for piece in pieces + [None]:
-        if piece is None or type(piece) is _Strings or (
+        if piece is None or isinstance(piece, _Strings) or (
                 piece.data.shape[1] >= _WIDE if piece.fixed else piece.data.size >= _WIDE * rows):
             if run:
                 data, offsets = _concat(run, rows)
                 data, offsets = data.tobytes(), offsets.tolist()  # slicing bytes is cheapest
                 segments.append([data[a:b] for a, b in zip(offsets, offsets[1:])])
                 run = []
-            if type(piece) is _Strings:
-                wide = True
+            if isinstance(piece, _Strings):
+                wide, nested = True, nested or type(piece) is _StringLists
                 segments.append(piece.data)
             elif piece is not None:
                 wide = True
@@ -1633,7 +1668,13 @@ def _records(pieces: list, rows: int) -> list:
                     segments.append([flat[a:b] for a, b in zip([0] + ends, ends)])
         else:
             run.append(piece)
-    return list(zip(*segments)) if wide else segments[0]
+    if not wide:
+        return segments[0]
+    records = list(zip(*segments))
+    if nested:  # a row's list of long strings is a tuple of pieces: laid out in its record
+        return [tuple(itertools.chain.from_iterable(
+            part if type(part) is tuple else (part,) for part in record)) for record in records]
+    return records
 
 
 def _joined(record) -> bytes:

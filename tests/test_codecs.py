@@ -684,3 +684,92 @@ def test_long_strings_are_written_as_they_are(monkeypatch, tmp_path):
     super_serial.save(short, str(tmp_path / "short.tfrecord"))
     assert made == []
     _assert_same(short, list(super_serial.load(str(tmp_path / "short.tfrecord"))))
+
+
+@examples(150)
+@given(st.data())
+def test_lists_of_long_strings_are_the_bytes_of_joined_ones(data):
+    """Lists of strings `_LONG_STRING` bytes long on average are written as the strings
+    themselves, each after its field header (`_string_lists`): every record the bytes that
+    joining them all into one buffer gives. Empty rows and strings, lengths across the varint
+    boundaries, fixed and varying numbers a row."""
+    rows = data.draw(st.integers(1, 5), label="rows")
+    lengths = st.lists(st.sampled_from([0, 1, 127, 128, 300, 16384]), max_size=4)
+    if data.draw(st.booleans(), label="fixed"):
+        width = data.draw(st.integers(1, 4), label="width")
+        counts = [width] * rows
+    else:
+        counts = None
+    table = [data.draw(lengths if counts is None else
+                       st.lists(st.sampled_from([0, 1, 127, 128, 300, 16384]),
+                                min_size=counts[0], max_size=counts[0]), label=f"row {i}")
+             for i in range(rows)]
+    rng = np.random.default_rng(len(table))
+    strings = np.empty(sum(map(len, table)), object)
+    strings[:] = [rng.bytes(n) for row in table for n in row]
+    splits = None if counts else np.cumsum([0] + [len(row) for row in table]).astype(np.int64)
+
+    def record_bytes(long_string):
+        with unittest.mock.patch.object(core, "_LONG_STRING", long_string):
+            pieces = core._encode_list("bytes", strings, splits, rows)
+        return [core._joined(r) for r in core._records(pieces, rows)], pieces
+
+    joined, _ = record_bytes(1 << 40)  # never long: one buffer
+    written, pieces = record_bytes(1)
+    assert written == joined
+    # long on average (`_LONG_STRING` is 1 here), and not one string a row (`_Strings`)
+    if sum(map(len, strings)) >= strings.size > 0 and (splits is not None
+                                                       or strings.size != rows):
+        assert [type(p) for p in pieces] == [core._StringLists]
+
+
+def test_lists_of_long_strings_roundtrip(monkeypatch, tmp_path):
+    """Lists of long strings (varying, fixed, ragged, beside an image and an id) are written
+    as they are, in records that are the Examples protobuf writes, and load back, sharded and
+    compressed too; encode_proto, which copies them four times, gets none of them."""
+    made, encoded = [], []
+    string_lists = core._string_lists
+    monkeypatch.setattr(core, "_string_lists",
+                        lambda *a: made.append(len(a[0])) or string_lists(*a))
+    tf_lists = core._tf_lists
+    monkeypatch.setattr(core, "_tf_lists", lambda *a: encoded.append(1) or tf_lists(*a))
+    rng = np.random.default_rng(6)
+    blob = rng.bytes(40_000)
+
+    def words(i):  # 0-9 strings of 0-16,384 bytes, some empty
+        return np.array([blob[j:j + (j * 4099 + i) % 16_385] for j in range(i % 10)] or [],
+                        object).reshape(-1)
+
+    varying = tf.data.Dataset.from_generator(
+        lambda: (words(i) for i in range(24)), output_signature=tf.TensorSpec([None], tf.string))
+    datasets = {
+        "varying": varying,
+        "fixed": tf.data.Dataset.from_tensor_slices(
+            np.array([[blob[i:i + 300], b"", blob[:i * 50]] for i in range(24)], object)),
+        "ragged": tf.data.Dataset.from_tensor_slices(tf.ragged.constant(
+            [[[blob[:400 + i]] * (j % 3) for j in range(i % 4)] for i in range(24)], tf.string)),
+        "beside": tf.data.Dataset.zip({
+            "words": varying, "image": tf.data.Dataset.from_tensor_slices(
+                np.arange(24 * 64, dtype=np.float32).reshape(24, 8, 8)),
+            "id": tf.data.Dataset.range(24).map(tf.strings.as_string)}),
+    }
+    for name, dataset in datasets.items():
+        for options in ({}, {"shard_size": 50_000, "compression": "GZIP"}):
+            made.clear()
+            path = str(tmp_path / f"{name}{len(options)}.tfrecord")
+            super_serial.save(dataset, path, **options)
+            assert made and not encoded, name
+            _assert_same(dataset, list(super_serial.load(path)))
+        features, _ = core._schema_from_spec(dataset.element_spec)
+        records = [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / f"{name}0.tfrecord"))]
+        assert [tf.train.Example.FromString(r) for r in records] == [
+            _slow_example(features, element) for element in dataset], name
+
+
+def test_lists_of_short_strings_go_through_tensorflow():
+    """encode_proto takes long lists of strings that are short on average (`_long_lists`),
+    and leaves lists of strings `_LONG_STRING` bytes long on average to `_string_lists`."""
+    count = 4 * core._TF_LIST_STRINGS
+    short = tf.constant([b"x" * (core._LONG_STRING - 1)] * count)
+    assert core._long_lists(short, None, 4)
+    assert not core._long_lists(tf.constant([b"x" * core._LONG_STRING] * count), None, 4)
