@@ -1110,10 +1110,10 @@ def _unsigned(values: np.ndarray) -> tuple[np.ndarray, int]:
 def _unsigned_varints(values: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     """`_varints` of `_unsigned`'s values, the largest `top`."""
     if top < 0x80:
-        return values.astype(np.uint8), np.ones(values.size, np.uint8)
+        return values.astype(np.uint8, copy=False), _one_each(values.size, 1)
     most = (top.bit_length() + 6) // 7  # bytes of the longest varint
     if _one_length(values, top):
-        return _uniform_varints(values, most), np.full(values.size, most, np.uint8)
+        return _uniform_varints(values, most), _one_each(values.size, most)
     if top >= _VARINT_TABLE and _PROTO_VALUES <= values.size <= _MAX_PROTO_VALUES:
         lengths = _varint_lengths(values, most)
         return _proto_varints(values, int(lengths.sum(dtype=np.int64))), lengths
@@ -1132,6 +1132,12 @@ def _unsigned_varints(values: np.ndarray, top: int) -> tuple[np.ndarray, np.ndar
         present[:, k] = lengths > k
     groups[:, :-1] |= present[:, 1:].view(np.uint8) << 7  # "more bytes follow"
     return np.compress(present.ravel(), groups.ravel()), lengths
+
+
+def _one_each(count: int, size: int) -> np.ndarray:
+    """The lengths of `count` varints of `size` bytes each, as a broadcast of one value (no
+    memory), which `_group_rows` sums by the rows' counts instead of value by value."""
+    return np.broadcast_to(np.uint8(size), (count,))
 
 
 def _one_length(values: np.ndarray, top: int) -> bool:
@@ -1278,6 +1284,9 @@ def _group_rows(data: np.ndarray, item_lengths: np.ndarray, splits: np.ndarray |
                 rows: int) -> _Col:
     """Regroups a ragged column of items into rows: row i holds items `splits[i]:splits[i+1]`,
     or an equal share of the items when `splits` is None."""
+    if item_lengths.size and item_lengths.strides == (0,):  # one length for all (`_one_each`)
+        counts = np.diff(splits) if splits is not None else np.full(rows, item_lengths.size // rows)
+        return _Col(data, counts.astype(np.int64) * int(item_lengths[0]))
     if splits is None:
         if not item_lengths.size:
             return _Col(data, np.zeros(rows, np.int64))

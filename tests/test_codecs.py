@@ -347,6 +347,22 @@ def test_group_rows_sums_each_rows_item_lengths(rows):
     assert column.lengths.tolist() == [sum(row) for row in rows]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 10), max_size=6), st.integers(1, 10), st.booleans())
+def test_group_rows_of_one_length_counts_each_rows_items(counts, size, equal_shares):
+    """Item lengths that are one value broadcast (`_one_each`: bools, integers below 128,
+    varints of one length) give each row its count of items times that value, as the same
+    lengths summed item by item do; rows given by splits or as equal shares."""
+    if equal_shares:
+        counts = [counts[0]] * len(counts) if counts else []
+    rows, items = len(counts), sum(counts)
+    splits = None if equal_shares else np.cumsum([0] + counts)
+    data = np.zeros(items * size, np.uint8)
+    one = core._group_rows(data, core._one_each(items, size), splits, rows)
+    summed = core._group_rows(data, np.full(items, size, np.uint8), splits, rows)
+    assert one.lengths.tolist() == summed.lengths.tolist() == [n * size for n in counts]
+
+
 def test_group_rows_sums_a_row_past_uint32_in_int64():
     """A row of varint lengths (uint8) whose sum passes 2**32: summed without wrapping, where
     rows too short for that are summed in uint32."""
