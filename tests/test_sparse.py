@@ -257,6 +257,23 @@ def test_invalid_sparse_tensors_are_refused(sparse, words, tmp_path):
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("index, found", [([0, 3], 3), ([-1, 0], -1), ([2, 0], 2)])
+def test_an_index_outside_the_one_dense_shape_is_refused(index, found, tmp_path):
+    """Where every element of a batch has the same dense shape, save checks the indices
+    against it at once (their least and largest): an index outside it is still found and
+    named, in any dim."""
+    dataset = tf.data.Dataset.from_generator(
+        lambda: (tf.SparseTensor([[0, 0], at], [1.0, 2.0], [2, 3]) for at in ([1, 2], index)),
+        output_signature=tf.SparseTensorSpec([2, 3], tf.float32))
+    with pytest.raises(SchemaError) as info:
+        super_serial.save(dataset, str(tmp_path / "data.tfrecord"))
+    message = str(info.value)
+    for word in [str(tmp_path / "data.tfrecord"), "feature", "index outside its dense shape "
+                 "[2, 3]", f"found {found}"]:
+        assert word in message, f"{word!r} not in {message!r}"
+    _nothing_written(tmp_path)
+
+
 # ---- headers and records that do not fit ----------------------------------------------------
 
 
