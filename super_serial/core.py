@@ -1378,8 +1378,10 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     `splits` is None).
     Mirrored by `_Decoder._parse_specs` and `_raw_fixed` / `_raw_ragged`.
 
-    Long lists of strings in a tensor are encoded by TensorFlow's encode_proto (`_tf_lists`),
-    faster there than Python's strings; integers by `_unsigned_varints`.
+    Long lists of short strings in a tensor are encoded by TensorFlow's encode_proto
+    (`_tf_lists`), faster there than Python's strings; strings of `_LONG_STRING` bytes or more
+    on average are written as they are (`_Strings`, `_string_lists`); integers by
+    `_unsigned_varints`.
     """
     if isinstance(values, list) and encoding in ("float", "raw"):  # rows read one by one
         data = [_read_only(_little_endian_bytes(v)) for v in values]  # written where they lie
@@ -1650,7 +1652,8 @@ def _records(pieces: list, rows: int) -> list:
     Runs of narrow pieces are concatenated for all rows at once. Wide pieces, fixed ones at
     least `_WIDE` bytes a row and ones of varying length that average that, stay read-only
     views into the batch's buffer, and `_Strings` (long strings, rows read one by one) stay
-    the buffers they are, so that their bytes are copied only when they are written.
+    the buffers they are, so that their bytes are copied only when they are written; a row of
+    `_StringLists` (lists of long strings) is several of them, laid out in its record.
     `_joined` makes bytes of either kind.
     """
     segments, run, wide, nested = [], [], False, False

@@ -710,20 +710,17 @@ def test_lists_of_long_strings_are_the_bytes_of_joined_ones(data):
     joining them all into one buffer gives. Empty rows and strings, lengths across the varint
     boundaries, fixed and varying numbers a row."""
     rows = data.draw(st.integers(1, 5), label="rows")
-    lengths = st.lists(st.sampled_from([0, 1, 127, 128, 300, 16384]), max_size=4)
-    if data.draw(st.booleans(), label="fixed"):
+    sizes = st.sampled_from([0, 1, 127, 128, 300, 16384])
+    fixed = data.draw(st.booleans(), label="fixed")
+    row = st.lists(sizes, max_size=4)
+    if fixed:
         width = data.draw(st.integers(1, 4), label="width")
-        counts = [width] * rows
-    else:
-        counts = None
-    table = [data.draw(lengths if counts is None else
-                       st.lists(st.sampled_from([0, 1, 127, 128, 300, 16384]),
-                                min_size=counts[0], max_size=counts[0]), label=f"row {i}")
-             for i in range(rows)]
+        row = st.lists(sizes, min_size=width, max_size=width)
+    table = [data.draw(row, label=f"row {i}") for i in range(rows)]
     rng = np.random.default_rng(len(table))
     strings = np.empty(sum(map(len, table)), object)
     strings[:] = [rng.bytes(n) for row in table for n in row]
-    splits = None if counts else np.cumsum([0] + [len(row) for row in table]).astype(np.int64)
+    splits = None if fixed else np.cumsum([0] + [len(row) for row in table]).astype(np.int64)
 
     def record_bytes(long_string):
         with unittest.mock.patch.object(core, "_LONG_STRING", long_string):
@@ -753,8 +750,7 @@ def test_lists_of_long_strings_roundtrip(monkeypatch, tmp_path):
     blob = rng.bytes(40_000)
 
     def words(i):  # 0-9 strings of 0-16,384 bytes, some empty
-        return np.array([blob[j:j + (j * 4099 + i) % 16_385] for j in range(i % 10)] or [],
-                        object).reshape(-1)
+        return np.array([blob[j:j + (j * 4099 + i) % 16_385] for j in range(i % 10)], object)
 
     varying = tf.data.Dataset.from_generator(
         lambda: (words(i) for i in range(24)), output_signature=tf.TensorSpec([None], tf.string))
