@@ -1112,7 +1112,7 @@ def _unsigned_varints(values: np.ndarray, top: int) -> tuple[np.ndarray, np.ndar
     if top < 0x80:
         return values.astype(np.uint8, copy=False), _one_each(values.size, 1)
     most = (top.bit_length() + 6) // 7  # bytes of the longest varint
-    if _one_length(values, top):
+    if _one_length(values, top, most):
         return _uniform_varints(values, most), _one_each(values.size, most)
     if top >= _VARINT_TABLE and _PROTO_VALUES <= values.size <= _MAX_PROTO_VALUES:
         lengths = _varint_lengths(values, most)
@@ -1140,13 +1140,12 @@ def _one_each(count: int, size: int) -> np.ndarray:
     return np.broadcast_to(np.uint8(size), (count,))
 
 
-def _one_length(values: np.ndarray, top: int) -> bool:
-    """Whether `_unsigned`'s values (the largest `top`) all have varints as long as each
-    other's, of 3 bytes or more (`_uniform_varints`): timestamps, negative numbers (10
-    bytes), ids of a narrow range. Smaller ones are looked up in `_varint_table`."""
-    if top < _VARINT_TABLE or not values.size:
-        return False
-    return int(values.min()) >> 7 * ((top.bit_length() + 6) // 7 - 1) > 0
+def _one_length(values: np.ndarray, top: int, most: int) -> bool:
+    """Whether `_unsigned`'s values (the largest `top`, whose varint takes `most` bytes) all
+    have varints as long as each other's, of 3 bytes or more (`_uniform_varints`):
+    timestamps, negative numbers (10 bytes), ids of a narrow range. Smaller ones are looked
+    up in `_varint_table`."""
+    return top >= _VARINT_TABLE and int(values.min()) >> 7 * (most - 1) > 0
 
 
 def _proto_varints(values: np.ndarray, size: int) -> np.ndarray:
@@ -1426,6 +1425,7 @@ def _string_lists(strings: list, sizes: np.ndarray, splits: np.ndarray | None,
     equal share of them when `splits` is None."""
     count = len(strings)
     headers, ends = _concat([_const(b"\x0a", count), _varint_col(sizes)], count)
+    lengths = _group_rows(headers, np.diff(ends) + sizes, splits, rows).lengths
     headers, ends = headers.tobytes(), ends.tolist()
     pieces = [None] * (2 * count)
     pieces[0::2] = [headers[a:b] for a, b in zip(ends, ends[1:])]
@@ -1433,10 +1433,7 @@ def _string_lists(strings: list, sizes: np.ndarray, splits: np.ndarray | None,
     if splits is None:
         splits = np.arange(rows + 1, dtype=np.int64) * (count // rows)
     cut = (2 * splits).tolist()
-    row_ends = np.zeros(count + 1, np.int64)
-    np.cumsum(np.diff(ends) + sizes, out=row_ends[1:])
-    return _StringLists([tuple(pieces[a:b]) for a, b in zip(cut, cut[1:])],
-                        np.diff(row_ends[splits]))
+    return _StringLists([tuple(pieces[a:b]) for a, b in zip(cut, cut[1:])], lengths)
 
 
 def _long_lists(values: tf.Tensor, splits: np.ndarray | None, rows: int) -> bool:
