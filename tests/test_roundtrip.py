@@ -278,7 +278,8 @@ def test_unknown_dims_of_the_only_component(case, wrap, paths):
         assert [tuple(tf.nest.flatten(e)[0].shape) for e in loaded] == shapes
 
 
-# Rows of 6 values or more count as wide here (`_ROW_BY_ROW_VALUES`, scaled down). Read four
+# Rows of 6 values or more count as wide here (`_ROW_BY_ROW_VALUES` and `_ROW_BY_ROW_BYTES`,
+# scaled down). Read four
 # at a time, the reads are wide (but an empty row), narrow (but the first row and one more),
 # wide (but one row) and narrow: 8, 0, 9, 6 | 9, 1, 2, 7 | 6, 12, 2, 7 | 3 values (even
 # counts where a known dim is 2)
@@ -313,9 +314,10 @@ def test_wide_rows_of_unknown_shape_are_taken_out_one_by_one(case, source, tmp_p
     else:  # small reads, merged
         monkeypatch.setattr(core, "_READ_COSTLY", 4)
     taken_apart, one_by_one = [], core._rows_one_by_one
-    monkeypatch.setattr(core, "_rows_one_by_one", lambda spec, tensor: (
-        lambda read: taken_apart.append(read is not None) or read)(one_by_one(spec, tensor)))
+    monkeypatch.setattr(core, "_rows_one_by_one", lambda *args: (
+        lambda read: taken_apart.append(read is not None) or read)(one_by_one(*args)))
     files = {}
+    monkeypatch.setattr(core, "_ROW_BY_ROW_BYTES", 6)  # flat rows of numbers: 6 values too
     for name, wide in [("one_by_one", 6), ("whole", 10**9)]:
         monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", wide)
         tfrecord = str(tmp_path / name / "d.tfrecord")
@@ -329,6 +331,52 @@ def test_wide_rows_of_unknown_shape_are_taken_out_one_by_one(case, source, tmp_p
     assert files["one_by_one"] == files["whole"]
 
 
+# Whether the rows of a shape are flat (`[None]`, or flattened: values beside their shape, or
+# giving the unknown dim by their number), so that rows of numbers are joined
+JOINED_SHAPES = {
+    **{case: True for case in ["None", "None,None", "3,None", "2,None,3", "None,2,None",
+                               "all-empty-None", "None,0"]},
+    "None,2": False,  # rows of rows of 2 values: decoded a row of 2 at a time
+}
+
+
+@pytest.mark.parametrize("source", ["generator", "cache"])
+@pytest.mark.parametrize("case", list(JOINED_SHAPES))
+def test_flat_rows_of_numbers_are_joined_into_the_files_decoding_writes(case, source, tmp_path,
+                                                                         monkeypatch):
+    """A read of flat rows of numbers has their values joined by TensorFlow's op for the
+    gradient of making rows variants (`_joined_rows`: a copy of each row, where decoding the
+    read copies a value at a time), by the counts the flattening map gives beside them. The
+    files are those of reads decoded, for every dtype side by side (each joined by its own
+    counts, its rows of other shapes), with empty rows, reads of no values, and small reads
+    merged; strings, and rows
+    with dims after the first, are decoded as before."""
+    spec_shape, shapes = {**UNKNOWN_SHAPES, **WIDE_ROW_SHAPES}[case]
+    # each dtype its own shapes: the shapes in turn, from the next one on
+    elements = [{dtype: make_values(dtype, shapes[(i + k) % len(shapes)], i)
+                 for k, dtype in enumerate(DTYPES)} for i in range(len(shapes))]
+    spec = {dtype: tf.TensorSpec(spec_shape, tf.as_dtype(dtype)) for dtype in DTYPES}
+    dataset = generated(elements, spec)
+    if source == "cache":  # read as the spec sizes them: one read
+        dataset = dataset.cache()
+    else:  # small reads, merged
+        monkeypatch.setattr(core, "_READ_COSTLY", 4)
+    files, joined, join = {}, {}, core._joined_rows
+    for name, most in [("joined", core._MAX_JOINED_VALUES), ("decoded", -1)]:
+        monkeypatch.setattr(core, "_MAX_JOINED_VALUES", most)  # -1: no read is joined
+        joined[name] = []
+        monkeypatch.setattr(core, "_joined_rows", lambda spec, tensor, counts, _j=joined[name]:
+                            _j.append(spec.dtype.name) or join(spec, tensor, counts))
+        tfrecord = tmp_path / name / "d.tfrecord"
+        super_serial.save(dataset, str(tfrecord))
+        files[name] = tfrecord.read_bytes()
+        assert_same_elements(dataset, super_serial.load(str(tfrecord)))
+    numbers = sorted(d for d in DTYPES if d != "string")
+    assert sorted(set(joined["joined"])) == (numbers if JOINED_SHAPES[case] else [])
+    assert joined["decoded"] == []
+    assert files["joined"] == files["decoded"]
+
+
 def test_a_read_of_narrow_rows_is_decoded_whole_despite_a_wide_one(tmp_path, monkeypatch):
     """Whether a read's rows are wide is told by four rows spread over it, not by its first:
     one wide row first made a read of 8,192 narrow rows, taken out one by one, 10 times as
@@ -339,9 +387,9 @@ def test_a_read_of_narrow_rows_is_decoded_whole_despite_a_wide_one(tmp_path, mon
     dataset = generated([make_values("float32", shape, i) for i, shape in enumerate(shapes)],
                         tf.TensorSpec([None, 1], tf.float32)).cache()
     taken_apart, one_by_one = [], core._rows_one_by_one
-    monkeypatch.setattr(core, "_rows_one_by_one", lambda spec, tensor: (
+    monkeypatch.setattr(core, "_rows_one_by_one", lambda spec, tensor, *counts: (
         lambda read: taken_apart.append((int(tensor.shape[0]), read is not None)) or read)(
-            one_by_one(spec, tensor)))
+            one_by_one(spec, tensor, *counts)))
     super_serial.save(dataset, str(tmp_path / "d.tfrecord"), elements_per_batch=40)
     assert taken_apart == [(40, False)]
     assert_same_elements(dataset, super_serial.load(str(tmp_path / "d.tfrecord")))
@@ -354,14 +402,15 @@ def test_wide_rows_taken_out_one_by_one_are_not_copied(tmp_path, monkeypatch, ca
     a cache too: `sparse_batch` copied them, with two int64 indices for each value (600
     cached clips of 0.8 MB grew peak memory by 2.4 GB)."""
     monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    monkeypatch.setattr(core, "_ROW_BY_ROW_BYTES", 6)
     dataset = generated([np.arange(10 + i, dtype=np.float32) for i in range(3)],
                         tf.TensorSpec([None], tf.float32))
     if cached:
         dataset = dataset.cache()
     read_rows = []
     one_by_one = core._rows_one_by_one
-    monkeypatch.setattr(core, "_rows_one_by_one", lambda spec, tensor: (
-        lambda read: read_rows.extend(read.values) or read)(one_by_one(spec, tensor)))
+    monkeypatch.setattr(core, "_rows_one_by_one", lambda *args: (
+        lambda read: read_rows.extend(read.values) or read)(one_by_one(*args)))
     written = []
     encode = core._encode_records
     monkeypatch.setattr(core, "_encode_records", lambda features, leaves, rows: (
@@ -1892,6 +1941,7 @@ def test_reads_of_many_numbers_are_encoded_a_slice_at_a_time(dtype, tmp_path, mo
     which encodes exactly that many. (Scaled down: slices of 128 bytes, rows of 6 values or more
     wide.)"""
     monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    monkeypatch.setattr(core, "_ROW_BY_ROW_BYTES", 6)
     sizes = [40, 7, 0, 33, 12, 40, 9, 25, 40, 18, 6, 31]
     elements = [{"clip": make_values(dtype, (n,), i), "label": np.int64(i),
                  "frames": make_values(dtype, (n % 4, 3 - i % 2), i),
@@ -1926,6 +1976,7 @@ def test_slices_are_cut_by_bytes_where_wide_rows_sit_together(dtype, tmp_path, m
     the narrow ones make one. Strings count no bytes: their read is not sliced. (Slices of
     1 kB; rows of 6 values or more are taken out one by one.)"""
     monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    monkeypatch.setattr(core, "_ROW_BY_ROW_BYTES", 6)
     sizes = [400, 400, 400, 400] + [1] * 20  # 1,600 or 3,200 bytes (integers as int64)
     dataset = generated([make_values(dtype, (n,), i) for i, n in enumerate(sizes)],
                         tf.TensorSpec([None], tf.as_dtype(dtype))).cache()
@@ -1952,6 +2003,7 @@ def test_wide_rows_of_memory_do_not_warn_of_memory(cache, tmp_path, monkeypatch)
     (and its elements_per_batch) was wrong there. A file cache reads its elements afresh for
     each batch, so there it still warns. (Scaled down: a warning from 20 kB.)"""
     monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    monkeypatch.setattr(core, "_ROW_BY_ROW_BYTES", 6)
     monkeypatch.setattr(core, "_OVERSIZED_BATCH_BYTES", 20_000)
     dataset = generated([np.full(1_000 + i, i, np.float32) for i in range(10)],
                         tf.TensorSpec([None], tf.float32))  # 40 kB in one read
