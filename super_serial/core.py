@@ -2493,9 +2493,9 @@ class _Reads:
         self.batched, self.unpack = batched, unpack
         self.windowed = windowed  # each component batched by itself (`_window_batching`)
         self.structure = batched.element_spec
-        self.counts = []  # the specs of the counts read after the components
+        self.count_specs = []  # of the counts read after the components
         if counted is not None:
-            self.structure, self.counts = self.structure
+            self.structure, self.count_specs = self.structure
         self.counted = counted or ()
         self.specs = tf.nest.flatten(self.structure)
         # Which leaves are rows of a dense component of unknown shape (`_flattening`), which
@@ -2507,7 +2507,7 @@ class _Reads:
 
     def parts(self) -> Iterable[list]:
         flat = [s._flat_tensor_specs for s in self.specs]  # noqa: SLF001 - one tensor a leaf
-        flat += [[s] for s in self.counts]
+        flat += [[s] for s in self.count_specs]
         types = [t.dtype for f in flat for t in f]
         shapes = [t.shape for f in flat for t in f]
         iterator = tf.raw_ops.AnonymousIteratorV3(output_types=types, output_shapes=shapes)
@@ -2588,12 +2588,11 @@ def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor,
     `_ROW_BY_ROW_VALUES` values or more (and `_ROW_BY_ROW_BYTES` for flat rows of numbers,
     which `_joined_rows` would join, their values in `counts`), as up to four of them spread
     over the read tell (the lower of their middle two): as a list of the rows where they lie,
-    read-only NumPy views
-    for the encodings that write values as they are, and the tensors read for integers,
-    which `_encode_list` joins a slice of rows at a time (`_slices`); strings joined at once
-    (as NumPy rows they would be Python strings: 400 rows of 9,000-14,000 tokens saved 3
-    times as slowly). None for narrower rows: one wide row among narrow ones must not send a
-    read of thousands of rows one by one (10 times slower)."""
+    read-only NumPy views for the encodings that write values as they are, and the tensors
+    read for integers, which `_encode_list` joins a slice of rows at a time (`_slices`);
+    strings joined at once (as NumPy rows they would be Python strings: 400 rows of
+    9,000-14,000 tokens saved 3 times as slowly). None for narrower rows: one wide row among
+    narrow ones must not send a read of thousands of rows one by one (10 times slower)."""
     def row(variant):
         return tf.raw_ops.RaggedTensorFromVariant(
             encoded_ragged=variant, input_ragged_rank=0, output_ragged_rank=0,
