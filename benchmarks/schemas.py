@@ -1,10 +1,10 @@
 """super_serial against tf.data.Dataset.save/load on schemas beyond bench.py's two workloads.
 
-Each schema (ragged, mixed dtypes, float64, dense components of unknown shape, long lists of
-integers (token ids, timestamps, random hashes) and strings, small string matrices, long
-strings, sparse tensors) is saved by both and loaded by both, alternately in one process; a
-load iterates ``.batch(512)``, or ``.padded_batch(512)`` where dense shapes vary: batch's
-equivalent for them, with no function for each element.
+Each schema (ragged, mixed dtypes, float64, dense components of unknown shape, short int16
+clips, long lists of integers (token ids, timestamps, random hashes) and strings, small string
+matrices, long strings, sparse tensors) is saved by both and loaded by both, alternately in
+one process; a load iterates ``.batch(512)``, or ``.padded_batch(512)`` where dense shapes
+vary: batch's equivalent for them, with no function for each element.
 (``.ragged_batch(512)`` maps every element with a tf.data map, 20-40 us an element on 2 cores,
 both sides alike: it would measure itself more than the loaders.) Prints medians and the ratios
 super_serial / tf.data (<= 1.0 is better), also for ``load(..., batch_size=512)`` against what
@@ -79,6 +79,11 @@ def schemas(n: int) -> dict:
             varying([None], lambda i: (i * 7919 % 1000 + 1,)).take(n // 8), True),
         "float32 [None, 64] (about 64 rows)": (
             varying([None, 64], lambda i: (i * 7919 % 128 + 1, 64)).take(n // 8), True),
+        # short audio clips: 1-5,000 int16 samples, stored raw (n / 8)
+        "int16 [None] (1-5,000 samples)": (varying(
+            [None], lambda i: (1 + i * 7919 % 5000,), tf.int16,
+            lambda i, shape: np.random.default_rng(i).integers(-2**15, 2**15, shape, np.int16)
+        ).take(n // 8), True),
         # integers are Int64List varints and strings BytesList entries: encoded value by value
         "int64 [None] (about 500 token ids)": (
             varying([None], lambda i: (i * 7919 % 1000 + 1,), tf.int64, tokens).take(n // 8),

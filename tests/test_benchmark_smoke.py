@@ -126,7 +126,7 @@ def test_schema_benchmark_runs_at_tiny_scale():
     assert result.returncode == 0, result.stderr[-4000:]
     rows = [line for line in result.stdout.splitlines()
             if re.search(r"(\s+\d+\.\d\d){3}$", line)]
-    assert len(rows) == 17, result.stdout
+    assert len(rows) == 18, result.stdout
     assert any(row.startswith("float32 [2, None]") for row in rows), result.stdout
     assert any(row.startswith("string [None, None]") for row in rows), result.stdout
     assert any(row.startswith("sparse float32 [30000]") for row in rows), result.stdout
