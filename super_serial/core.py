@@ -106,7 +106,8 @@ _MERGE_READ_BYTES = 1 << 20
 # itself about 7 more.
 _ROW_BY_ROW_VALUES = 8192
 # Flat rows of numbers, which `_joined_rows` joins by a copy of each instead, are taken apart
-# only from this many bytes too: 500 rows of 16,384-24,575 float32 saved in 34.5 ms so and
+# only from this many bytes too (where the read is not larger than `_OVERSIZED_BATCH_BYTES`,
+# `_rows_one_by_one`): 500 rows of 16,384-24,575 float32 saved in 34.5 ms so and
 # 35.2 joined, of 24,576-32,767 in 40.4 and 45.3; of 65,536-131,071 uint8 26.5 and 21.5, of
 # 131,072-262,143 25.7 and 32.7 (`tf.data` 38.3, 48.3, 36.4, 86.4)
 _ROW_BY_ROW_BYTES = 1 << 16
@@ -2586,8 +2587,11 @@ def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor,
                      counts: np.ndarray | None = None) -> _RaggedRead | None:
     """A read of rows (a variant each, `_flattening`) taken out one by one, if its rows have
     `_ROW_BY_ROW_VALUES` values or more (and `_ROW_BY_ROW_BYTES` for flat rows of numbers,
-    which `_joined_rows` would join, their values in `counts`), as up to four of them spread
-    over the read tell (the lower of their middle two): as a list of the rows where they lie,
+    which `_joined_rows` would join, their values in `counts`, unless the read's values come
+    to more than `_OVERSIZED_BATCH_BYTES`: so large a copy of cached rows, which one by one
+    take no memory of their own, would grow peak memory by as much and get save's warning),
+    as up to four of them spread over the read tell (the lower of their middle two): as a
+    list of the rows where they lie,
     read-only NumPy views for the encodings that write values as they are, and the tensors
     read for integers, which `_encode_list` joins a slice of rows at a time (`_slices`);
     strings joined at once (as NumPy rows they would be Python strings: 400 rows of
@@ -2601,8 +2605,9 @@ def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor,
     count = tensor.shape[0]
     looked_at = sorted({0, count // 3, 2 * count // 3, count - 1})
     if counts is not None:  # flat rows of numbers, counted by the flattening map
-        sizes = counts[looked_at].tolist()
-        wide = max(_ROW_BY_ROW_VALUES, _ROW_BY_ROW_BYTES // spec.dtype.size)
+        sizes, wide = counts[looked_at].tolist(), _ROW_BY_ROW_VALUES
+        if int(counts.sum()) * spec.dtype.size <= _OVERSIZED_BATCH_BYTES:
+            wide = max(wide, _ROW_BY_ROW_BYTES // spec.dtype.size)  # joined: a copy of them
     else:
         sizes = [row(v).shape.num_elements() for v in tf.unstack(tf.gather(tensor, looked_at))]
         wide = _ROW_BY_ROW_VALUES
