@@ -279,10 +279,9 @@ def test_unknown_dims_of_the_only_component(case, wrap, paths):
 
 
 # Rows of 6 values or more count as wide here (`_ROW_BY_ROW_VALUES` and `_ROW_BY_ROW_BYTES`,
-# scaled down). Read four
-# at a time, the reads are wide (but an empty row), narrow (but the first row and one more),
-# wide (but one row) and narrow: 8, 0, 9, 6 | 9, 1, 2, 7 | 6, 12, 2, 7 | 3 values (even
-# counts where a known dim is 2)
+# scaled down). Read four at a time, the reads are wide (but an empty row), narrow (but the
+# first row and one more), wide (but one row) and narrow: 8, 0, 9, 6 | 9, 1, 2, 7 | 6, 12, 2,
+# 7 | 3 values (even counts where a known dim is 2)
 WIDE_ROW_SHAPES = {
     "None,None": ([None, None], [(2, 4), (0, 5), (3, 3), (2, 3), (1, 9), (1, 1), (2, 1),
                                  (1, 7), (3, 2), (4, 3), (1, 2), (7, 1), (3, 1)]),
@@ -316,8 +315,8 @@ def test_wide_rows_of_unknown_shape_are_taken_out_one_by_one(case, source, tmp_p
     taken_apart, one_by_one = [], core._rows_one_by_one
     monkeypatch.setattr(core, "_rows_one_by_one", lambda *args: (
         lambda read: taken_apart.append(read is not None) or read)(one_by_one(*args)))
-    files = {}
     monkeypatch.setattr(core, "_ROW_BY_ROW_BYTES", 6)  # flat rows of numbers: 6 values too
+    files = {}
     for name, wide in [("one_by_one", 6), ("whole", 10**9)]:
         monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", wide)
         tfrecord = str(tmp_path / name / "d.tfrecord")
@@ -349,8 +348,7 @@ def test_flat_rows_of_numbers_are_joined_into_the_files_decoding_writes(case, so
     read copies a value at a time), by the counts the flattening map gives beside them. The
     files are those of reads decoded, for every dtype side by side (each joined by its own
     counts, its rows of other shapes), with empty rows, reads of no values, and small reads
-    merged; strings, and rows
-    with dims after the first, are decoded as before."""
+    merged; strings, and rows with dims after the first, are decoded as before."""
     spec_shape, shapes = {**UNKNOWN_SHAPES, **WIDE_ROW_SHAPES}[case]
     # each dtype its own shapes: the shapes in turn, from the next one on
     elements = [{dtype: make_values(dtype, shapes[(i + k) % len(shapes)], i)
