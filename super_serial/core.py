@@ -107,8 +107,8 @@ _MERGE_READ_BYTES = 1 << 20
 _ROW_BY_ROW_VALUES = 8192
 # Flat rows of numbers, which `_joined_rows` joins by a copy of each instead, are taken apart
 # only from this many bytes too (where the read is not larger than `_OVERSIZED_BATCH_BYTES`,
-# `_rows_one_by_one`): 500 rows of 16,384-24,575 float32 saved in 34.5 ms so and
-# 35.2 joined, of 24,576-32,767 in 40.4 and 45.3; of 65,536-131,071 uint8 26.5 and 21.5, of
+# `_rows_one_by_one`): 500 rows of 16,384-24,575 float32 saved in 34.5 ms so and 35.2
+# joined, of 24,576-32,767 in 40.4 and 45.3; of 65,536-131,071 uint8 26.5 and 21.5, of
 # 131,072-262,143 25.7 and 32.7 (`tf.data` 38.3, 48.3, 36.4, 86.4)
 _ROW_BY_ROW_BYTES = 1 << 16
 # The most values `_joined_rows` joins: TensorFlow's op takes their number as an int32
@@ -2591,12 +2591,12 @@ def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor,
     to more than `_OVERSIZED_BATCH_BYTES`: so large a copy of cached rows, which one by one
     take no memory of their own, would grow peak memory by as much and get save's warning),
     as up to four of them spread over the read tell (the lower of their middle two): as a
-    list of the rows where they lie,
-    read-only NumPy views for the encodings that write values as they are, and the tensors
-    read for integers, which `_encode_list` joins a slice of rows at a time (`_slices`);
-    strings joined at once (as NumPy rows they would be Python strings: 400 rows of
-    9,000-14,000 tokens saved 3 times as slowly). None for narrower rows: one wide row among
-    narrow ones must not send a read of thousands of rows one by one (10 times slower)."""
+    list of the rows where they lie, read-only NumPy views for the encodings that write
+    values as they are, and the tensors read for integers, which `_encode_list` joins a slice
+    of rows at a time (`_slices`); strings joined at once (as NumPy rows they would be Python
+    strings: 400 rows of 9,000-14,000 tokens saved 3 times as slowly). None for narrower
+    rows: one wide row among narrow ones must not send a read of thousands of rows one by one
+    (10 times slower)."""
     def row(variant):
         return tf.raw_ops.RaggedTensorFromVariant(
             encoded_ragged=variant, input_ragged_rank=0, output_ragged_rank=0,
