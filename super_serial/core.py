@@ -1987,7 +1987,7 @@ def _row_slice(leaf, start: int, end: int):
 # How TensorFlow refuses an element whose shape is not the one its spec gives (a set_shape
 # after a numpy_function that does not hold, say), by what reads it: a batch (the component's
 # index among those read), `sparse_batch` (no component named), the flattening map's
-# `ensure_shape` (its op name, `_op_name`)
+# `ensure_shape` (its input's name, `_input_name`)
 _WRONG_SHAPE = (
     re.compile(r"Incompatible shapes at component (\d+): expected (\[[^]]*\]) but got "
                r"(\[[^]]*\])"),
@@ -2069,7 +2069,7 @@ def _misshapen(error: BaseException, features: list, reads: _Reads, dataset) -> 
         return (f"{one_of(listed)}: its elements came as shapes {shape(first)} and "
                 f"{shape(other)}{given} {_SHAPE_HINT}")
     mapped = found[2]
-    named = {_op_name(i, f.name): f for i, f in enumerate(features) if f.dense_unknown}
+    named = {_input_name(i, f.name): f for i, f in enumerate(features) if f.dense_unknown}
     if mapped and mapped[1] in named:
         feature = named[mapped[1]]
         return (f"feature {_short(feature.name)}: an element came as shape "
@@ -2726,7 +2726,7 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
 
     def flatten(*tensors):
         out, counts = [], []
-        for i, (f, s, x) in enumerate(zip(features, specs, tensors)):
+        for f, s, x in zip(features, specs, tensors):
             if f.sparse:  # tf.data holds it as one variant (its three tensors serialized)
                 indices, values, shape = tf.raw_ops.DeserializeSparse(serialized_sparse=x,
                                                                       dtype=s.dtype)
@@ -2748,8 +2748,9 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
                 structure.append(s)
                 continue
             # The element as its spec says (a wrong set_shape after a numpy_function, say):
-            # tf.data's own iterator would refuse it, but flattened it would be written
-            x = tf.ensure_shape(tf.identity(x, name=_op_name(i, f.name)), s.shape)
+            # tf.data's own iterator would refuse it, but flattened it would be written. Its
+            # message names the input, which `inputs` names after the feature (`_input_name`)
+            x = tf.ensure_shape(x, s.shape)
             if _counted(f):
                 counted.append(len(out))
                 counts.append(tf.size(x, out_type=tf.int64))
@@ -2765,7 +2766,10 @@ def _flattening(specs: tuple, features: tuple, rows_apart: bool = False):
                 structure.append(row)
         return out + counts
 
-    function = _one_device_trace(flatten, _flat_specs(specs))
+    inputs = [tf.TensorSpec(s.shape, s.dtype, name=_input_name(i, f.name))
+              if f.dense_unknown else s
+              for i, (f, s) in enumerate(zip(features, _flat_specs(specs)))]
+    function = _one_device_trace(flatten, inputs)
     counts = (tf.TensorSpec([], tf.int64),) * len(counted)
     return function, (tuple(structure), counts), tuple(counted)
 
@@ -2780,10 +2784,12 @@ def _counted(feature: _Feature) -> bool:
                                                or _sized_dim(feature) != 0)
 
 
-def _op_name(index: int, feature_name: str) -> str:
-    """An op name that names the feature in TensorFlow's messages: its index among the
-    features, so that no two are alike (`a/b` and `a_b`, say), and its own name where it can."""
-    return f"super_serial_feature_{index}_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", feature_name)
+def _input_name(index: int, feature_name: str) -> str:
+    """A function input's name that names the feature in TensorFlow's messages: its index
+    among the features, so that no two are alike (`a/b` and `A_b`, say), and its own name as
+    far as a function's argument names allow (lower case letters, digits and `_`: TensorFlow
+    would make them so)."""
+    return f"super_serial_feature_{index}_" + re.sub(r"[^a-z0-9_]", "_", feature_name.lower())
 
 
 def _sized_dim(feature: _Feature) -> int | None:
