@@ -497,14 +497,16 @@ def columns(draw):
 
 
 @pytest.mark.parametrize("masked_bytes", [256, 1 << 40])  # pieces placed by masks, or none
+@pytest.mark.parametrize("int32_positions", [0, core._INT32_POSITIONS])  # int64 or int32 index
 @examples(100)
 @given(case=columns())
-def test_concat_gives_each_row_its_pieces_in_order(masked_bytes, case):
+def test_concat_gives_each_row_its_pieces_in_order(masked_bytes, int32_positions, case):
     """`_concat` joins runs of fixed pieces, places large pieces that make much of the output
-    by a mask of the bytes they own, and the others by an index: each row's bytes are its
-    pieces' bytes for that row, in order."""
+    by a mask of the bytes they own, and the others by an index (`_byte_index`): each row's
+    bytes are its pieces' bytes for that row, in order."""
     pieces, rows = case
-    with unittest.mock.patch.object(core, "_MASKED_BYTES", masked_bytes):
+    with unittest.mock.patch.object(core, "_MASKED_BYTES", masked_bytes), \
+            unittest.mock.patch.object(core, "_INT32_POSITIONS", int32_positions):
         got = _row_bytes(pieces, rows)
     expected = [b""] * rows
     for piece in pieces:
