@@ -4292,8 +4292,9 @@ class _Decoder:
 
     @tf.autograph.experimental.do_not_convert
     def decode_block(self, index, serialized, path, expected):
-        # Every op here is paid again each time an iterator is made (the function's kernels
-        # are made then): ops are shared where they can be.
+        # Every op here is paid again each time tf.data rewrites the dataset (the first
+        # iterator of each dataset `load` gives, each `reduce`, each graph-mode call: the
+        # function's kernels are made again then): ops are shared where they can be.
         rows = tf.size(serialized, out_type=tf.int64)
         start = index * self.block_records  # file position of the block's first record
         end = start + rows
@@ -4445,8 +4446,8 @@ class _Decoder:
         # Each index within its element's dense shape: the i-th of a record in dim i % rank.
         # Each index's record and place in it come from one op. `value_rowids()` and a ragged
         # `reduce_max` took 152 of the 296 ops of a block's decoding for one sparse feature,
-        # and each op costs again every time an iterator is made: for the demo's keywords,
-        # making one and reading an element took 26-27 ms so, 15-19 now.
+        # and each op costs again every time tf.data rewrites the dataset: for the demo's
+        # keywords, making an iterator and reading an element took 26-27 ms so, 15-19 now.
         flat = indices.flat_values
         record, within = tf.unstack(tf.raw_ops.RaggedTensorToSparse(
             rt_nested_splits=[indices.row_splits], rt_dense_values=flat).sparse_indices, axis=1)
@@ -4543,7 +4544,7 @@ def _uniform_rows(values, length: int, nrows, splits_dtype):
 
 def _row_sums(ragged):
     """The sum of each row of a 2-D ragged tensor, as `tf.reduce_sum(ragged, axis=1)` gives it
-    in 80 ops: 16 here (each op costs again every time an iterator is made)."""
+    in 80 ops: 16 here (each op costs again every time tf.data rewrites the dataset)."""
     ends = tf.gather(tf.pad(tf.cumsum(ragged.values), [[1, 0]]), ragged.row_splits)
     return ends[1:] - ends[:-1]
 
