@@ -412,10 +412,12 @@ finite_f32 = hnp.arrays(np.float32, st.integers(0, 4),
                         elements=st.floats(width=32, allow_nan=False))
 
 
+@pytest.mark.parametrize("sliced", [(core._SLICED, core._SLICED_TOTAL), (0, 0)])
 @examples(15)
 @given(st.data(), st.integers(1, 4))
-def test_encode_records_matches_protobuf(data, n):
-    """`_encode_records` output parses to the same Example as the slow protobuf build."""
+def test_encode_records_matches_protobuf(sliced, data, n):
+    """`_encode_records` output parses to the same Example as the slow protobuf build, also
+    with every narrow piece of varying length sliced a row as bytes (`_sliced`)."""
     def column(kind):
         if kind == "f32":
             return [data.draw(hnp.arrays(np.float32, 2, elements=st.floats(width=32,
@@ -457,14 +459,48 @@ def test_encode_records_matches_protobuf(data, n):
 
     features, _ = core._schema_from_spec(dataset.element_spec)
     records = []
-    for leaves in core._batches_for_encoding(dataset, features, 8):
-        rows_in_batch = core._rows(leaves[0])
-        encoded, sizes = core._encode_records(features, leaves, rows_in_batch)
-        records += map(core._joined, encoded)
-        assert sizes.tolist() == [len(r) for r in records[-len(encoded):]]
+    with unittest.mock.patch.object(core, "_SLICED", sliced[0]), \
+            unittest.mock.patch.object(core, "_SLICED_TOTAL", sliced[1]):
+        for leaves in core._batches_for_encoding(dataset, features, 8):
+            rows_in_batch = core._rows(leaves[0])
+            encoded, sizes = core._encode_records(features, leaves, rows_in_batch)
+            records += map(core._joined, encoded)
+            assert sizes.tolist() == [len(r) for r in records[-len(encoded):]]
     assert len(records) == n
     for record, element in zip(records, dataset):
         assert tf.train.Example.FromString(record) == _slow_example(features, element)
+
+
+@pytest.mark.parametrize("lists", [1, 3, 10])
+def test_lists_of_a_few_dozen_values_are_sliced_where_they_make_much_of_a_record(
+        tmp_path, monkeypatch, lists):
+    """Fields of varying length of `_SLICED` to `_WIDE` bytes a row, `_SLICED_TOTAL` bytes a
+    record together, are sliced a row as bytes and joined into records (`_sliced`): records
+    as protobuf writes them, read back bit-exactly. One list of 1-40 float32 (82 bytes a row)
+    is too little and stays in one buffer."""
+    seen = []
+
+    def spy(pieces, rows):
+        seen.append(len(real(pieces, rows)))
+        return real(pieces, rows)
+
+    real = core._sliced
+    monkeypatch.setattr(core, "_sliced", spy)
+    rng = np.random.default_rng(lists)
+    elements = [{**{f"l{k}": rng.standard_normal(1 + (i + k) % 40).astype(np.float32)
+                    for k in range(lists)}, "label": np.int64(i)} for i in range(300)]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(elements), output_signature={
+            **{f"l{k}": tf.TensorSpec([None], tf.float32) for k in range(lists)},
+            "label": tf.TensorSpec([], tf.int64)})
+    path = str(tmp_path / "lists.tfrecord")
+    super_serial.save(dataset, path)
+    assert seen and all(n == (lists if lists > 1 else 0) for n in seen), seen
+    features, _ = core._schema_from_spec(dataset.element_spec)
+    records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
+    assert [tf.train.Example.FromString(r) for r in records] == [
+        _slow_example(features, element) for element in dataset]
+    _assert_same(dataset, list(super_serial.load(path)))
 
 
 def _row_bytes(pieces: list, rows: int) -> list:
