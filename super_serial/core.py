@@ -1282,8 +1282,8 @@ def _wrap(prefix: bytes, pieces: list, rows: int) -> list:
 
 def _total_lengths(pieces: list, rows: int) -> np.ndarray:
     """Each row's bytes in all the pieces: the fixed ones' widths summed once, then the others'
-    lengths (`_wrap` sums each level of a record again: an array a fixed piece cost 7% of the
-    save of 20,000 boxes beside their labels, read 1,024 at a time)."""
+    lengths (`_wrap` sums each level of a record again: an array a fixed piece cost 5-8% of
+    the save of 20,000 boxes beside their labels, read 1,024 at a time)."""
     total = np.full(rows, sum(p.data.shape[1] for p in pieces if p.fixed), np.int64)
     for piece in pieces:
         if not piece.fixed:
@@ -1730,10 +1730,12 @@ def _joined(record) -> bytes:
 # bytes by `_records`, where those of a batch come to `_SLICED_TOTAL` bytes a row or more. A
 # slice and the record's join cost about 0.15 us a row and piece; an index costs about 5 ns a
 # byte placed (`_byte_index`, more out of the CPU's caches), and each piece taken out of a
-# run splits it. Laying out 8,192 records (ms, index / sliced; NOTES, 2026-12-05 17:12 UTC):
-# ten float32 lists of 1-40 values 30.9 / 24.0 and of 1-60 40.0 / 26.1, two of 1-60 11.0 /
-# 9.8, one of 1-100 6.3 / 5.9, sparse bags of 1-99 words 3.5 / 2.7; but one list of 1-40
-# 3.1-4.2 / 4.6-5.0, of 1-50 4.4 / 4.9, of 1-60 4.9 / 5.3.
+# run splits it. Laying out a batch's records (ms, index / sliced; NOTES, 2026-12-05 17:12
+# UTC; 8,192 rows, 5,000 of ten lists, 2,500 bags): ten float32 lists of 1-40 values 30.9 /
+# 24.0 and of 1-60 40.0 / 26.1, two of 1-60 11.0 / 9.8, one of 1-100 6.3 / 5.9, sparse bags
+# of 1-99 words 3.5 / 2.7; but one list of 1-40 3.1-4.2 / 4.6-5.0, of 1-50 4.4 / 4.9, of 1-60
+# 4.9 / 5.3. The index's cost depends on whether its arrays page-fault, which varies from one
+# process to the next (the bags: 2.3 / 2.7 in one that did not).
 _SLICED = 64
 _SLICED_TOTAL = 192
 
