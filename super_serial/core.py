@@ -1688,8 +1688,8 @@ def _records(pieces: list, rows: int) -> list:
     sliced = _sliced(pieces, rows)
     segments, run, wide, nested = [], [], False, False
     for piece in pieces + [None]:
-        if piece is None or isinstance(piece, _Strings) or id(piece) in sliced or (
-                piece.data.shape[1] >= _WIDE if piece.fixed else piece.data.size >= _WIDE * rows):
+        if (piece is None or isinstance(piece, _Strings) or id(piece) in sliced
+                or _wide(piece, rows)):
             if run:
                 data, offsets = _concat(run, rows)
                 data, offsets = data.tobytes(), offsets.tolist()  # slicing bytes is cheapest
@@ -1699,8 +1699,7 @@ def _records(pieces: list, rows: int) -> list:
                 wide, nested = True, nested or type(piece) is _StringLists
                 segments.append(piece.data)
             elif id(piece) in sliced:
-                data, ends = piece.data.tobytes(), np.cumsum(piece.lengths).tolist()
-                segments.append([data[a:b] for a, b in zip([0] + ends, ends)])
+                segments.append(_cut(piece.data.tobytes(), piece.lengths))
             elif piece is not None:
                 wide = True
                 flat = np.ascontiguousarray(piece.data).reshape(-1).view()
@@ -1709,8 +1708,7 @@ def _records(pieces: list, rows: int) -> list:
                     width = piece.data.shape[1]
                     segments.append([flat[i * width:(i + 1) * width] for i in range(rows)])
                 else:
-                    ends = np.cumsum(piece.lengths).tolist()
-                    segments.append([flat[a:b] for a, b in zip([0] + ends, ends)])
+                    segments.append(_cut(flat, piece.lengths))
         else:
             run.append(piece)
     if not wide:
@@ -1720,6 +1718,18 @@ def _records(pieces: list, rows: int) -> list:
         return [tuple(itertools.chain.from_iterable(
             part if type(part) is tuple else (part,) for part in record)) for record in records]
     return records
+
+
+def _wide(piece: _Col, rows: int) -> bool:
+    """Whether `_records` writes a piece (not `_Strings`) from views of the batch's buffer:
+    `_WIDE` bytes a row or more, on average where rows vary."""
+    return piece.data.shape[1] >= _WIDE if piece.fixed else piece.data.size >= _WIDE * rows
+
+
+def _cut(buffer, lengths: np.ndarray) -> list:
+    """`buffer` (bytes, or a NumPy view) cut into its consecutive rows of `lengths` bytes."""
+    ends = np.cumsum(lengths).tolist()
+    return [buffer[a:b] for a, b in zip([0] + ends, ends)]
 
 
 def _joined(record) -> bytes:
@@ -1743,7 +1753,7 @@ _SLICED_TOTAL = 192
 def _sliced(pieces: list, rows: int) -> set:
     """The ids of the pieces `_records` slices a row as bytes (`_SLICED`)."""
     narrow = [p for p in pieces if not isinstance(p, _Strings) and not p.fixed
-              and _SLICED * rows <= p.data.size < _WIDE * rows]
+              and p.data.size >= _SLICED * rows and not _wide(p, rows)]
     if not rows or sum(p.data.size for p in narrow) < _SLICED_TOTAL * rows:
         return set()
     return {id(p) for p in narrow}
