@@ -165,3 +165,57 @@ def test_unknown_shape_and_ragged_with_stock_features(paths):
 
     stock = tf.data.TFRecordDataset(tfrecord).map(parse)
     assert_same_elements(dataset, stock)
+
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field, its tag and length as the shortest varints."""
+    out = bytearray()
+    for value in (number << 3 | 2, len(payload)):
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        out.append(value)
+    return bytes(out) + payload
+
+
+def test_records_are_protobufs_bytes_but_for_empty_number_lists(paths):
+    """Each record is the bytes protobuf serializes its Example to, with keys in byte order.
+    An empty FloatList or Int64List alone differs: it keeps its packed field, of length 0
+    (0a 00), which protobuf leaves out and every parser reads as no values (README,
+    Records)."""
+    tfrecord, header = paths
+    lengths = [0, 3, 0, 1, 5, 0]
+
+    def element(i):
+        n = lengths[i]
+        return {"f": np.arange(n, dtype=np.float32) - 1.5, "i": np.arange(n) * -(2**40),
+                "u8": np.arange(n, dtype=np.uint8), "s": np.array([b"w%d" % j for j in range(n)]),
+                "b": n % 2 == 0, "x": np.full(2, i, np.float32)}
+
+    signature = {"f": tf.TensorSpec([None], tf.float32), "i": tf.TensorSpec([None], tf.int64),
+                 "u8": tf.TensorSpec([None], tf.uint8), "s": tf.TensorSpec([None], tf.string),
+                 "b": tf.TensorSpec([], tf.bool), "x": tf.TensorSpec([2], tf.float32)}
+    dataset = tf.data.Dataset.zip((
+        tf.data.Dataset.from_generator(lambda: map(element, range(len(lengths))),
+                                       output_signature=signature),
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(
+            [[[1, 2], []], [], [[3]], [[], []], [[4, 5, 6]], []], tf.int64))))
+    super_serial.save(dataset, tfrecord, header)
+
+    empty_lists = 0
+    for record in tf.data.TFRecordDataset(tfrecord).as_numpy_iterator():
+        features = tf.train.Example.FromString(record).features.feature
+        entries = []
+        for key in sorted(features, key=str.encode):
+            feature = features[key]
+            expected = feature.SerializeToString()
+            kind = feature.WhichOneof("kind")
+            if kind in ("float_list", "int64_list") and not getattr(feature, kind).value:
+                empty_lists += 1
+                expected = expected[:1] + b"\x02\x0a\x00"  # the Feature's tag, then the list
+            entries.append(_field(1, _field(1, key.encode()) + _field(2, expected)))
+        assert record == _field(1, b"".join(entries))  # Example{features: Features{feature}}
+    # f and i in the 3 rows of none; the ragged part's row lengths of its 2 elements of no rows,
+    # and its values of those and of [[], []]
+    assert empty_lists == 3 + 3 + 2 + 3
