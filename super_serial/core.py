@@ -2676,9 +2676,12 @@ def _rows_one_by_one(spec: tf.RaggedTensorSpec, tensor: tf.Tensor,
         sizes, wide = counts[looked_at].tolist(), _ROW_BY_ROW_VALUES
         if int(counts.sum()) * spec.dtype.size <= _OVERSIZED_BATCH_BYTES:
             wide = max(wide, _ROW_BY_ROW_BYTES // spec.dtype.size)  # joined: a copy of them
-    else:
-        sizes = [row(v).shape.num_elements() for v in tf.unstack(tf.gather(tensor, looked_at))]
-        wide = _ROW_BY_ROW_VALUES
+    else:  # the rows looked at, decoded by one op
+        splits, values = tf.raw_ops.RaggedTensorFromVariant(
+            encoded_ragged=tf.gather(tensor, looked_at), input_ragged_rank=0,
+            output_ragged_rank=1, Tvalues=spec.dtype, Tsplits=spec.row_splits_dtype)
+        inner = values.shape[1:].num_elements()
+        sizes, wide = (np.diff(splits[0]) * inner).tolist(), _ROW_BY_ROW_VALUES
     if sorted(sizes)[(len(sizes) - 1) // 2] < wide:
         return None
     values = [row(v) for v in tf.unstack(tensor)]
