@@ -1443,9 +1443,11 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     # bytes: one length-delimited field per string
     strings = values.tolist()
     sizes = np.fromiter(map(len, strings), np.int64, len(strings))
-    if splits is None and len(strings) == rows and sizes.sum() >= _LONG_STRING * rows > 0:
-        # one long string a row (an encoded image, say): no copy into one buffer
-        return [_const(b"\x0a", rows), _varint_col(sizes), _Strings(strings, sizes)]
+    if splits is None and len(strings) == rows:  # one string a row: its field's pieces
+        if sizes.sum() >= _LONG_STRING * rows > 0:  # long (an encoded image): no copy at all
+            return [_const(b"\x0a", rows), _varint_col(sizes), _Strings(strings, sizes)]
+        return [_const(b"\x0a", rows), _varint_col(sizes),
+                _Col(np.frombuffer(b"".join(strings), np.uint8), sizes)]
     if sizes.sum() >= _LONG_STRING * len(strings) > 0:  # lists of long strings: no copy either
         return [_string_lists(strings, sizes, splits, rows)]
     data, offsets = _concat(
