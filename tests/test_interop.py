@@ -167,7 +167,6 @@ def test_unknown_shape_and_ragged_with_stock_features(paths):
     assert_same_elements(dataset, stock)
 
 
-
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field, its tag and length as the shortest varints."""
     out = bytearray()
@@ -180,10 +179,10 @@ def _field(number: int, payload: bytes) -> bytes:
 
 
 def test_records_are_protobufs_bytes_but_for_empty_number_lists(paths):
-    """Each record is the bytes protobuf serializes its Example to, with keys in byte order.
-    An empty FloatList or Int64List alone differs: it keeps its packed field, of length 0
-    (0a 00), which protobuf leaves out and every parser reads as no values (README,
-    Records)."""
+    """Each record is the bytes protobuf serializes its Example to, with keys in byte order:
+    lists of each encoding, short and long strings one a row (an empty one too). An empty
+    FloatList or Int64List alone differs: it keeps its packed field, of length 0 (0a 00),
+    which protobuf leaves out and every parser reads as no values (README, Records)."""
     tfrecord, header = paths
     lengths = [0, 3, 0, 1, 5, 0]
 
@@ -191,11 +190,13 @@ def test_records_are_protobufs_bytes_but_for_empty_number_lists(paths):
         n = lengths[i]
         return {"f": np.arange(n, dtype=np.float32) - 1.5, "i": np.arange(n) * -(2**40),
                 "u8": np.arange(n, dtype=np.uint8), "s": np.array([b"w%d" % j for j in range(n)]),
-                "b": n % 2 == 0, "x": np.full(2, i, np.float32)}
+                "b": n % 2 == 0, "x": np.full(2, i, np.float32),
+                "name": b"n" * (i * 7 % 20), "image": bytes(range(i, 200 + i))}
 
     signature = {"f": tf.TensorSpec([None], tf.float32), "i": tf.TensorSpec([None], tf.int64),
                  "u8": tf.TensorSpec([None], tf.uint8), "s": tf.TensorSpec([None], tf.string),
-                 "b": tf.TensorSpec([], tf.bool), "x": tf.TensorSpec([2], tf.float32)}
+                 "b": tf.TensorSpec([], tf.bool), "x": tf.TensorSpec([2], tf.float32),
+                 "name": tf.TensorSpec([], tf.string), "image": tf.TensorSpec([], tf.string)}
     dataset = tf.data.Dataset.zip((
         tf.data.Dataset.from_generator(lambda: map(element, range(len(lengths))),
                                        output_signature=signature),
