@@ -1276,7 +1276,7 @@ def _varint_col(lengths: np.ndarray) -> _Col:
     top = int(lengths.max()) if lengths.size else 0
     if top < 0x80:
         return _Col(lengths.astype(np.uint8).reshape(-1, 1))
-    data, sizes = _varints(lengths)
+    data, sizes = _unsigned_varints(np.asarray(lengths, np.int64).view(np.uint64), top)
     if sizes.size and (sizes == sizes[0]).all():
         return _Col(data.reshape(len(lengths), -1))
     return _Col(data, sizes.astype(np.int64))
@@ -1443,18 +1443,17 @@ def _encode_list(encoding: str, values, splits: np.ndarray | None, rows: int) ->
     # bytes: one length-delimited field per string
     strings = values.tolist()
     sizes = np.fromiter(map(len, strings), np.int64, len(strings))
-    if splits is None and len(strings) == rows:  # one string a row: its field's pieces
-        if sizes.sum() >= _LONG_STRING * rows > 0:  # long (an encoded image): no copy at all
-            return [_const(b"\x0a", rows), _varint_col(sizes), _Strings(strings, sizes)]
-        return [_const(b"\x0a", rows), _varint_col(sizes),
-                _Col(np.frombuffer(b"".join(strings), np.uint8), sizes)]
+    one_a_row = splits is None and len(strings) == rows
+    if one_a_row and sizes.sum() >= _LONG_STRING * rows > 0:
+        # one long string a row (an encoded image, say): no copy into one buffer
+        return [_const(b"\x0a", rows), _varint_col(sizes), _Strings(strings, sizes)]
     if sizes.sum() >= _LONG_STRING * len(strings) > 0:  # lists of long strings: no copy either
         return [_string_lists(strings, sizes, splits, rows)]
-    data, offsets = _concat(
-        [_const(b"\x0a", len(strings)), _varint_col(sizes),
-         _Col(np.frombuffer(b"".join(strings), np.uint8), sizes)],
-        len(strings),
-    )
+    fields = [_const(b"\x0a", len(strings)), _varint_col(sizes),
+              _Col(np.frombuffer(b"".join(strings), np.uint8), sizes)]
+    if one_a_row:  # each row's field is these pieces: laid out once, in the record
+        return fields
+    data, offsets = _concat(fields, len(strings))
     return [_group_rows(data, np.diff(offsets), splits, rows)]
 
 
