@@ -15,6 +15,16 @@ import yaml
 from super_serial import core
 
 
+def reference_varint(value: int) -> bytes:
+    """A non-negative integer as protobuf's varint, written out the plain way."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def assert_same_elements(expected: tf.data.Dataset, actual: tf.data.Dataset):
     """Same element_spec, same number of elements, bit-identical values in the same order."""
     assert actual.element_spec == expected.element_spec, (

@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_bit_identical
+from conftest import assert_bit_identical, reference_varint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -205,15 +205,6 @@ def test_compressed_roundtrip(data, compression, dtype):
 # --------------------------------------------------------------------------------------------
 
 
-def _reference_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 edge_uint64 = st.sampled_from([0, 1, 0x7F, 0x80, 0x3FFF, 0x4000, 2**32, 2**56 - 1, 2**56,
                                2**63 - 1, 2**63, 2**64 - 1])
 uint64_values = st.one_of(edge_uint64, st.integers(0, 2**64 - 1),
@@ -224,7 +215,7 @@ uint64_values = st.one_of(edge_uint64, st.integers(0, 2**64 - 1),
 @given(st.lists(uint64_values, max_size=40))
 def test_varints_match_reference(values):
     data, lengths = core._varints(np.array(values, np.uint64))
-    expected = [_reference_varint(v) for v in values]
+    expected = [reference_varint(v) for v in values]
     assert np.asarray(data).astype(np.uint8).tobytes() == b"".join(expected)
     assert np.asarray(lengths).tolist() == [len(e) for e in expected]
 
@@ -234,7 +225,7 @@ def test_varints_match_reference(values):
 def test_varints_of_negative_int64_are_ten_bytes(values):
     """Int64List stores negative values as their two's complement: always 10 bytes."""
     data, lengths = core._varints(np.array(values, np.int64).view(np.uint64))
-    expected = [_reference_varint(v % 2**64) for v in values]
+    expected = [reference_varint(v % 2**64) for v in values]
     assert np.asarray(data).astype(np.uint8).tobytes() == b"".join(expected)
     assert all(n == 10 for v, n in zip(values, np.asarray(lengths).tolist()) if v < 0)
 
@@ -246,7 +237,7 @@ def test_varints_of_negative_int64_are_ten_bytes(values):
 def test_varints_of_any_int_dtype(values):
     """The varints of any integer (or bool) array are those of its values as int64."""
     data, lengths = core._varints(values)
-    expected = [_reference_varint(int(v) % 2**64) for v in values.tolist()]
+    expected = [reference_varint(int(v) % 2**64) for v in values.tolist()]
     assert np.asarray(data).astype(np.uint8).tobytes() == b"".join(expected)
     assert np.asarray(lengths).tolist() == [len(e) for e in expected]
 
@@ -259,14 +250,14 @@ def test_varints_below_the_table_size_are_looked_up(monkeypatch, dtype):
     built = _spy(monkeypatch, "_word_varints", lambda values, most: most)
     values = np.arange(core._VARINT_TABLE, dtype=dtype)[::-1]
     data, lengths = core._varints(values)
-    expected = [_reference_varint(v) for v in values.tolist()]
+    expected = [reference_varint(v) for v in values.tolist()]
     assert np.asarray(data).tobytes() == b"".join(expected)
     assert np.asarray(lengths).tolist() == [len(e) for e in expected]
     assert built == []
     if np.iinfo(dtype).max >= core._VARINT_TABLE:
         over = np.array([0, core._VARINT_TABLE, 300], dtype)
         data, _ = core._varints(over)
-        assert np.asarray(data).tobytes() == b"".join(map(_reference_varint, over.tolist()))
+        assert np.asarray(data).tobytes() == b"".join(map(reference_varint, over.tolist()))
         assert built == [3]
 
 
@@ -296,7 +287,7 @@ def test_varints_of_every_length_across_slices(monkeypatch, dtype, most):
         values += [-1, int(info.min)] if info.min < 0 else [2**63, 2**64 - 1]
     values = np.array((values * 3)[:40], dtype)
     data, lengths = core._varints(values)
-    expected = [_reference_varint(int(v) % 2**64) for v in values.tolist()]
+    expected = [reference_varint(int(v) % 2**64) for v in values.tolist()]
     assert np.asarray(data).tobytes() == b"".join(expected)
     assert np.asarray(lengths).tolist() == [len(e) for e in expected]
     assert max(lengths) == most
@@ -326,7 +317,7 @@ def test_varints_of_one_length_are_laid_out_at_once(monkeypatch, dtype, most):
             values[11] = 0x80  # two bytes
         uniform.clear()
         data, lengths = core._varints(values)
-        expected = [_reference_varint(int(v) % 2**64) for v in values.tolist()]
+        expected = [reference_varint(int(v) % 2**64) for v in values.tolist()]
         assert np.asarray(data).tobytes() == b"".join(expected)
         assert np.asarray(lengths).tolist() == [len(e) for e in expected]
         assert uniform == ([] if shorter else [most])
@@ -337,7 +328,7 @@ def test_varints_below_the_table_are_not_laid_out_at_once(monkeypatch):
     called = _spy(monkeypatch, "_uniform_varints")
     values = np.arange(1 << 14, core._VARINT_TABLE, 997, dtype=np.int64)
     data, _ = core._varints(values)
-    assert np.asarray(data).tobytes() == b"".join(map(_reference_varint, values.tolist()))
+    assert np.asarray(data).tobytes() == b"".join(map(reference_varint, values.tolist()))
     assert called == []
 
 
@@ -614,7 +605,7 @@ def test_tensorflow_varints_are_the_bytes_numpy_writes(values, dtype):
     """`_proto_varints` (one Int64List by encode_proto) gives every varint as the reference
     does, also of the two's complement of negative int64 (from 2**63) and of uint32."""
     values = np.array([v % 2**32 if dtype == "uint32" else v for v in values], dtype)
-    expected = b"".join(_reference_varint(v) for v in values.tolist())
+    expected = b"".join(reference_varint(v) for v in values.tolist())
     assert core._proto_varints(values, len(expected)).tobytes() == expected
 
 
@@ -633,7 +624,7 @@ def test_integers_from_the_table_size_go_through_tensorflow(monkeypatch, count):
     for name, values in cases.items():
         calls.clear()
         data, lengths = core._varints(values)
-        expected = [_reference_varint(int(v) % 2**64) for v in values.tolist()]
+        expected = [reference_varint(int(v) % 2**64) for v in values.tolist()]
         assert np.asarray(data).tobytes() == b"".join(expected), name
         assert np.asarray(lengths).tolist() == [len(e) for e in expected], name
         through = count >= 3 and name in ("mixed", "from the table")

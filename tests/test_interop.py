@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_same_elements
+from conftest import assert_same_elements, reference_varint
 
 import super_serial
 
@@ -169,13 +169,7 @@ def test_unknown_shape_and_ragged_with_stock_features(paths):
 
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field, its tag and length as the shortest varints."""
-    out = bytearray()
-    for value in (number << 3 | 2, len(payload)):
-        while value >= 0x80:
-            out.append(value & 0x7F | 0x80)
-            value >>= 7
-        out.append(value)
-    return bytes(out) + payload
+    return reference_varint(number << 3 | 2) + reference_varint(len(payload)) + payload
 
 
 def test_records_are_protobufs_bytes_but_for_empty_number_lists(paths):
