@@ -2,7 +2,8 @@
 
 This file is self-contained (standard library, numpy, tensorflow, yaml only) so that it can be
 vendored by copying it into another project. Sections follow the data: errors, the dtype table and
-header schema, the codecs (encode beside decode), writing, reading.
+header schema, the codecs (the NumPy encoders), writing, reading (with the TensorFlow decoders
+that mirror the encoders, `_Decoder`).
 """
 
 from __future__ import annotations
@@ -1013,9 +1014,10 @@ def _short(value) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Codecs: numpy encoders that build serialized tf.train.Example bytes for a whole batch at once,
-# beside the TensorFlow decoders that read them back. Encode and decode of each encoding mirror
-# each other; the dtype table above picks the encoding.
+# Codecs: numpy encoders that build serialized tf.train.Example bytes for a whole batch at once.
+# Their TensorFlow decoders (`_Decoder`, `_raw_fixed`, `_raw_ragged`, `_bitcast`) are under
+# Reading, where the parse specs are built. Encode and decode of each encoding mirror each
+# other; the dtype table above picks the encoding for both.
 # --------------------------------------------------------------------------------------------
 #
 # Wire format of one record (protobuf): Example{1: Features{1: repeated FeatureEntry{1: key,
