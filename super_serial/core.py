@@ -531,6 +531,8 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         with tf.io.gfile.GFile(header_path, "rb") as f:
             text = f.read(_MAX_HEADER_BYTES + 1)
     except tf.errors.OpError as e:
+        if tf.io.gfile.isdir(header_path):  # TensorFlow's message: "<path>; Is a directory"
+            raise HeaderError(f"{header_path}: a folder, not a header file") from None
         raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
     if len(text) > _MAX_HEADER_BYTES:
         raise HeaderError(f"{header_path}: not a valid header: larger than the "
@@ -4850,4 +4852,9 @@ def _tf_message(error: tf.errors.OpError) -> str:
     if "super_serial:" in text:  # our own assertion: "assertion failed: [super_serial: ...]"
         text = text[text.index("super_serial:") + len("super_serial:"):].strip()
         text = text[:-1] if text.endswith("]") else text
+    # TensorFlow's record reader: "truncated record at 72322' failed with Read less bytes
+    # than requested" (a stray quote, TF 2.18-2.21)
+    text = re.sub(r"^truncated record at (\d+)' failed with (.+)$",
+                  lambda m: f"truncated record at byte {m[1]} ({m[2][:1].lower()}{m[2][1:]})",
+                  text)
     return text.replace("\\'", "'")  # tf.debugging.Assert escapes quotes

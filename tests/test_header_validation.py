@@ -16,11 +16,11 @@ from conftest import copy_pair, save_pair
 from super_serial import (
     CorruptDataError,
     HeaderError,
-    SuperSerialError,
     core,
     load,
     read_header,
     save,
+    verify,
 )
 
 N = 4
@@ -467,10 +467,14 @@ def test_not_a_header(saved, name):
 
 
 def test_header_is_a_folder(saved):
+    """It was "<path>: cannot read header: <path>; Is a directory" (TensorFlow's words)."""
     tfrecord_path, header_path, _ = saved
     Path(header_path).unlink()
     Path(header_path).mkdir()
-    assert_header_error(tfrecord_path, header_path, r"cannot read|not a valid header|not found")
+    assert_header_error(tfrecord_path, header_path, r": a folder, not a header file$")
+    with pytest.raises(HeaderError, match=f"^{re.escape(header_path)}: a folder, not a header "
+                                          "file$"):
+        verify(tfrecord_path, header_path)
 
 
 # ---- aliases: small headers that expand into huge or endless structures -----------------------
@@ -589,27 +593,57 @@ ABSURD = {
 }
 
 
+# What each refusal says: the header's field where the header alone tells, else the record
+# file, whose size cannot hold what the header claims
+TOO_LARGE_BLOCK = (HeaderError, "header", r"field 'block_records': 249 records of at least \d+ "
+                   r"bytes are more than load parses at once \(1024 MiB\)")
+FILE_TOO_SMALL = (CorruptDataError, "records", r"601 bytes cannot hold the \d+ records of the "
+                  r"shapes that {header} gives \(at least \d+ bytes\)")
+ABSURD_REFUSALS = {
+    "float_shape_1gib": TOO_LARGE_BLOCK,
+    "int8_as_int64_4gib": TOO_LARGE_BLOCK,
+    "int_shape_2g_values": (HeaderError, "header", r"field 'features.y.shape': \[2147483647\] is "
+                            r"larger than a record can hold \(2 GiB\)"),
+    "many_records": FILE_TOO_SMALL,
+    "one_record_block": FILE_TOO_SMALL,
+    "ragged_inner": (HeaderError, "header", r"field 'features.r.shape': \[None, None, "
+                     r"1099511627776\] has a dim larger than a record can hold"),
+    "string_shape": (HeaderError, "header", r"field 'features': together at least 2,147,483,665 "
+                     r"bytes a record, more than a record can hold \(2 GiB\)"),
+}
+
+
+def assert_refused(tfrecord_path, header_path, refusal):
+    """load raises `refusal` (its class, the file it names first, its message) at once."""
+    error, names, message = refusal
+    first = header_path if names == "header" else tfrecord_path
+    message = message.replace("{header}", re.escape(header_path))
+    with pytest.raises(error, match=f"^{re.escape(first)}: {message}$"):
+        load(tfrecord_path, header_path)
+
+
 @pytest.mark.parametrize("name", sorted(ABSURD))
 def test_absurd_sizes_fail_in_load(saved, name):
     """load raises before building anything that could allocate; iteration never starts."""
     tfrecord_path, header_path, header = saved
     ABSURD[name](header)
     write(header_path, header)
-    with pytest.raises((HeaderError, CorruptDataError)) as info:
-        load(tfrecord_path, header_path)
-    assert str(info.value).startswith((header_path, tfrecord_path))
+    assert_refused(tfrecord_path, header_path, ABSURD_REFUSALS[name])
 
 
-@pytest.mark.parametrize("dtype, shape", [
-    (tf.int64, [2**40]), (tf.int64, [2**31 - 1]), (tf.int64, [2**16, 2**16]),
-    (tf.int8, [2**30]),  # 1 GiB of int8, but parsed as 8 GiB of int64
-    (tf.uint8, [2**16, 2**14]),
+@pytest.mark.parametrize("dtype, shape, refusal", [
+    (tf.int64, [2**40], (HeaderError, "header", r"field 'y.shape': \[1099511627776\] has a dim "
+                         r"larger than a record can hold")),
+    (tf.int64, [2**31 - 1], (HeaderError, "header", r"field 'y.shape': \[2147483647\] is larger "
+                             r"than a record can hold \(2 GiB\)")),
+    (tf.int64, [2**16, 2**16], (HeaderError, "header", r"field 'y.shape': \[65536, 65536\] is "
+                                r"larger than a record can hold \(2 GiB\)")),
+    (tf.int8, [2**30], FILE_TOO_SMALL),  # 1 GiB of int8, but parsed as 8 GiB of int64
+    (tf.uint8, [2**16, 2**14], FILE_TOO_SMALL),
 ])
-def test_absurd_legacy_shapes_fail_in_load(saved, dtype, shape):
+def test_absurd_legacy_shapes_fail_in_load(saved, dtype, shape, refusal):
     """The original module's headers have no sizes or counts, so the header check is all that
     stands between such a header and TensorFlow's parser (which crashes on it)."""
     tfrecord_path, header_path, _ = saved
     write(header_path, {"y": {"shape": shape, "dtype": dtype.as_datatype_enum}})
-    with pytest.raises(SuperSerialError) as info:
-        load(tfrecord_path, header_path)
-    assert str(info.value).startswith((header_path, tfrecord_path))
+    assert_refused(tfrecord_path, header_path, refusal)
