@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
+from conftest import ENCODINGS
 
 import super_serial
 
@@ -159,12 +160,6 @@ def test_unknown_dims_are_null_in_yaml(tmp_path):
     assert yaml.safe_load(text)["features"]["0/unknown"]["shape"] == [None, 2]
 
 
-ENCODINGS = {
-    "bool": "int64", "int8": "raw", "int16": "raw", "int32": "int64", "int64": "int64",
-    "uint8": "raw", "uint16": "raw", "uint32": "int64", "uint64": "raw",
-    "float16": "raw", "bfloat16": "raw", "float32": "float", "float64": "raw",
-    "complex64": "raw", "complex128": "raw", "string": "bytes",
-}
 
 
 def test_dtype_names_enums_and_encodings(tmp_path):

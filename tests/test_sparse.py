@@ -3,12 +3,13 @@ loaded back as the same sparse tensors, element by element and in batches."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_bit_identical, assert_same_elements
+from conftest import ENCODINGS, assert_bit_identical, assert_same_elements
 from test_corruption import edit_header
 from test_roundtrip import DTYPES, _nothing_written, make_values, roundtrip
 
@@ -54,7 +55,7 @@ def test_every_dtype(dtype, paths):
                                    "y": tf.data.Dataset.range(7)})
     header = super_serial.save(dataset, *paths)
     assert header["version"] == 4 and header["features"]["s"]["sparse"] is True
-    assert header["features"]["s"]["encoding"] == core._DTYPES[dtype].encoding
+    assert header["features"]["s"]["encoding"] == ENCODINGS[dtype]
     assert_same_elements(dataset, super_serial.load(*paths))
     assert_batches(dataset, paths)
     assert super_serial.verify(*paths)["num_records"] == 7  # (int ranges checked too)
@@ -184,10 +185,12 @@ def test_a_stock_reader_reads_the_records(dtype, paths):
     dataset = sparse_dataset(dtype, [None, 5])
     super_serial.save(dataset.map(lambda s: {"x": s}), *paths)
     stored = {"float": tf.float32, "int64": tf.int64, "bytes": tf.string, "raw": tf.string}[
-        core._DTYPES[dtype].encoding]
+        ENCODINGS[dtype]]
     specs = {"x": tf.io.VarLenFeature(stored), "x#indices": tf.io.VarLenFeature(tf.int64),
              "x#shape": tf.io.FixedLenFeature([2], tf.int64)}
-    for want, record in zip(dataset, tf.data.TFRecordDataset(paths[0])):
+    records = list(tf.data.TFRecordDataset(paths[0]))
+    assert len(records) == len(list(dataset)) == 7
+    for want, record in zip(dataset, records):
         parsed = tf.io.parse_single_example(record, specs)
         values = parsed["x"].values
         if dtype == "float64":
@@ -342,7 +345,8 @@ def test_records_that_do_not_fit_are_corrupt(indices, shape, problem, paths):
         list(super_serial.load(*paths))
     for word in [paths[0], "feature \\'tensor\\'", problem]:  # TensorFlow escapes quotes
         assert word in info.value.message, f"{word!r} not in {info.value.message!r}"
-    with pytest.raises(CorruptDataError, match="feature 'tensor'"):
+    with pytest.raises(CorruptDataError, match=(
+            f"^{re.escape(paths[0])}: feature 'tensor': {re.escape(problem)}$")):
         super_serial.verify(*paths)
     _write_records(paths, [good, good])  # records that fit load
     assert len(list(super_serial.load(*paths))) == 2
@@ -360,5 +364,7 @@ def test_verify_checks_that_sparse_integers_fit_their_dtype(dtype, value, words,
     super_serial.save(dataset, *paths)
     assert super_serial.verify(*paths)["num_records"] == 1
     _write_records(paths, [{"tensor": [value], "tensor#indices": [1], "tensor#shape": [3]}])
-    with pytest.raises(CorruptDataError, match=f"feature 'tensor': a value {words}"):
+    with pytest.raises(CorruptDataError, match=(
+            f"^{re.escape(paths[0])}: feature 'tensor': a value {words} \\(.+\\), found "
+            f"{value}$")):
         super_serial.verify(*paths)
