@@ -160,8 +160,6 @@ def test_unknown_dims_are_null_in_yaml(tmp_path):
     assert yaml.safe_load(text)["features"]["0/unknown"]["shape"] == [None, 2]
 
 
-
-
 def test_dtype_names_enums_and_encodings(tmp_path):
     columns = {name: tf.zeros([2, 1], tf.as_dtype(name)) for name in ENCODINGS}
     _, header_path, _ = _save(tf.data.Dataset.from_tensor_slices(columns), tmp_path)

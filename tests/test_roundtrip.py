@@ -1665,7 +1665,7 @@ def test_load_refuses_a_traced_tensor_for_an_argument_that_shapes_the_pipeline(
     with pytest.raises(TypeError, match=f"{argument} must be a Python value, known when the "
                                         "dataset is built, not a tensor of the function"):
         load_in_graph(tf.constant(value))
-    # the Python value works: 5 elements, in batches of 2 three
+    # with a Python value it loads: 5 elements, or 3 batches of at most 2
     assert int(load_in_graph.python_function(value)) == (3 if argument == "batch_size" else 5)
 
 
