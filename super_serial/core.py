@@ -504,20 +504,38 @@ def read_header(header_path) -> dict:
     return _read_header(_fspath(header_path)).to_yaml()
 
 
+# How deep flow collections ([...], {...}) may nest in a header, as libyaml 0.2.5 allows
+_MAX_FLOW_LEVELS = 1000
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """PyYAML's own safe loader, refusing flow collections nested past `_MAX_FLOW_LEVELS` as
+    libyaml does. Its scanner's work grows with the square of the depth: 50,000 nested
+    brackets took 2.1 s to reach Python's recursion limit (about 1,500 levels; PyYAML 5.4.1,
+    Python 3.9), 0.2 s to be refused so."""
+
+    def fetch_flow_collection_start(self, TokenClass):  # noqa: N803 - PyYAML's name
+        if self.flow_level >= _MAX_FLOW_LEVELS:
+            raise yaml.scanner.ScannerError(
+                None, None, f"collections nested deeper than {_MAX_FLOW_LEVELS} levels",
+                self.get_mark())
+        super().fetch_flow_collection_start(TokenClass)
+
+
 def _yaml_loader():
     """libyaml's safe loader when PyYAML has it and its libyaml bounds nesting: the same
     documents, several times faster. libyaml 0.2.5 refuses documents nested past 1,000
     levels; some builds of PyYAML carry an older one, which recurses until the process
     crashes (Python 3.9's PyYAML 6.0.3 wheel, at about 30,000 levels). Else PyYAML's own
-    loader, which stops at Python's recursion limit."""
+    loader (`_SafeLoader`), bounded the same way."""
     loader = getattr(yaml, "CSafeLoader", None)
     if loader is None:
-        return yaml.SafeLoader
+        return _SafeLoader
     try:
         yaml.load("[" * 1001 + "]" * 1001, Loader=loader)
     except yaml.YAMLError:
         return loader
-    return yaml.SafeLoader
+    return _SafeLoader
 
 
 _YAML_LOADER = _yaml_loader()

@@ -93,8 +93,8 @@ def paths(tmp_path):
 
 @pytest.fixture(params=["CSafeLoader", "SafeLoader"])
 def yaml_loader(request, monkeypatch):
-    """Headers are read with libyaml's loader when PyYAML has it, else PyYAML's own: both must
-    read (and refuse) the same documents."""
-    loader = getattr(yaml, request.param)
+    """Headers are read with libyaml's loader when PyYAML has it, else PyYAML's own (bounded
+    as libyaml is: `core._SafeLoader`): both must read (and refuse) the same documents."""
+    loader = core._SafeLoader if request.param == "SafeLoader" else getattr(yaml, request.param)
     monkeypatch.setattr(core, "_YAML_LOADER", loader)
     return loader

@@ -436,6 +436,30 @@ NOT_HEADERS = {
 }
 
 
+@pytest.mark.parametrize("opening", ["[", "{a: "])
+def test_pythons_yaml_loader_refuses_nesting_past_libyamls_limit(saved, opening, monkeypatch):
+    """PyYAML's own scanner works in time that grows with the square of the depth: 50,000
+    nested brackets took 2.1 s a read to reach Python's recursion limit (Python 3.9, PyYAML
+    5.4.1), and load reads a header twice. Its scanner now stops past libyaml's 1,000 levels,
+    as libyaml does."""
+    tfrecord_path, header_path, _ = saved
+    closing = "]" if opening == "[" else "}"
+    assert len(list(yaml.scan(opening * 1000 + "1" + closing * 1000, Loader=core._SafeLoader)))
+    with pytest.raises(yaml.scanner.ScannerError,
+                       match="collections nested deeper than 1000 levels"):
+        list(yaml.scan(opening * 1001 + "1" + closing * 1001, Loader=core._SafeLoader))
+    # A header of them: brackets reach the limit (nested mappings reach Python's recursion
+    # limit first, at a few hundred levels, and quickly)
+    monkeypatch.setattr(core, "_YAML_LOADER", core._SafeLoader)
+    write(header_path, opening * 50_000 + "1" + closing * 50_000)
+    problem = ("collections nested deeper than 1000 levels" if opening == "["
+               else "maximum recursion depth exceeded")
+    for call in (lambda: read_header(header_path), lambda: load(tfrecord_path, header_path)):
+        with pytest.raises(HeaderError, match=(
+                f"^{re.escape(header_path)}: not a valid header: .*{problem}")):
+            call()
+
+
 def test_libyaml_is_used_only_where_it_bounds_nesting(monkeypatch):
     """Some PyYAML builds carry a libyaml that recurses without bound on deep nesting and
     crashes the process (Python 3.9's wheel): their loader is not used."""
@@ -445,16 +469,16 @@ def test_libyaml_is_used_only_where_it_bounds_nesting(monkeypatch):
             bounded = False
         except yaml.YAMLError:
             bounded = True
-        assert core._yaml_loader() is (yaml.CSafeLoader if bounded else yaml.SafeLoader)
+        assert core._yaml_loader() is (yaml.CSafeLoader if bounded else core._SafeLoader)
 
     class Unbounded(yaml.SafeLoader):
         def get_single_data(self):  # parses any depth, as an old libyaml does
             return []
 
     monkeypatch.setattr(yaml, "CSafeLoader", Unbounded, raising=False)
-    assert core._yaml_loader() is yaml.SafeLoader
+    assert core._yaml_loader() is core._SafeLoader
     monkeypatch.delattr(yaml, "CSafeLoader")
-    assert core._yaml_loader() is yaml.SafeLoader
+    assert core._yaml_loader() is core._SafeLoader
 
 
 @pytest.mark.parametrize("name", sorted(NOT_HEADERS))
