@@ -531,8 +531,9 @@ def _yaml_loader():
     loader = getattr(yaml, "CSafeLoader", None)
     if loader is None:
         return _SafeLoader
+    depth = _MAX_FLOW_LEVELS + 1  # one past what it must refuse
     try:
-        yaml.load("[" * 1001 + "]" * 1001, Loader=loader)
+        yaml.load("[" * depth + "]" * depth, Loader=loader)
     except yaml.YAMLError:
         return loader
     return _SafeLoader
