@@ -2101,6 +2101,16 @@ class _WrongShape(Exception):
     message names the feature."""
 
 
+class _UnlikeRows(_WrongShape):
+    """Ragged rows whose flat values differ in their inner dims (`_read_leaf`,
+    `_concatenated`): of the reads' leaf `index`, whose feature `_misshapen` names; the inner
+    dims of the first rows and of others."""
+
+    def __init__(self, index: int, first: list, other: list):
+        super().__init__(f"rows with flat values of inner dims {first} and {other}")
+        self.index, self.first, self.other = index, first, other
+
+
 _SHAPE_HINT = ("(a set_shape or ensure_shape after a numpy_function or py_function that does "
                "not hold?)")
 
@@ -2114,6 +2124,11 @@ def _misshapen(error: BaseException, features: list, reads: _Reads, dataset) -> 
     element that does not have the shape its spec gives, naming the feature; None for any
     other error, and for errors of a batch that the dataset's own pipeline may have made
     (`_batches_itself`)."""
+    if isinstance(error, _UnlikeRows):
+        feature = features[reads.owners()[error.index]]
+        return (f"feature {_short(feature.name)}: its elements came with flat values of shapes "
+                f"{[None, *error.first]} and {[None, *error.other]}: {_spec_gives(feature)} "
+                f"{_SHAPE_HINT}")
     if isinstance(error, _WrongShape):
         return str(error)
     if not isinstance(error, tf.errors.InvalidArgumentError):
@@ -2425,15 +2440,19 @@ def _concatenated(reads: list) -> list:
     """Reads (lists of parts, `_Reads.parts`) as one, concatenated part by part."""
     if len(reads) == 1:
         return reads[0]
-    return [_concat_parts(list(parts)) for parts in zip(*reads)]
+    return [_concat_parts(index, list(parts)) for index, parts in enumerate(zip(*reads))]
 
 
-def _concat_parts(parts: list):
-    """One part of several reads, concatenated: tensors, or ragged tensors (small reads are
-    never sparse, `_batches_for_encoding`), whose row splits at each level go on from where
-    the read before ended."""
+def _concat_parts(index: int, parts: list):
+    """Part `index` of several reads, concatenated: tensors, or ragged tensors (small reads
+    are never sparse, `_batches_for_encoding`), whose row splits at each level go on from
+    where the read before ended. Raises `_UnlikeRows` where the reads' flat values differ in
+    their inner dims."""
     if not isinstance(parts[0], _RaggedRead):
         return tf.concat(parts, 0)
+    inner = [p.values.shape[1:].as_list() for p in parts if not isinstance(p.values, list)]
+    if any(dims != inner[0] for dims in inner):
+        raise _UnlikeRows(index, inner[0], next(d for d in inner if d != inner[0]))
     splits = []
     for level in range(len(parts[0].splits)):
         starts = np.cumsum([0] + [p.splits[level][-1] for p in parts[:-1]])
@@ -2616,7 +2635,7 @@ class _Reads:
             counts = dict(zip(self.counted, tensors[len(self.specs):]))
             tensors = tensors[:len(self.specs)]
             if not plain:  # the tensors read are let go once taken apart
-                tensors = [_read_part(s, t, r, counts.get(i))
+                tensors = [_read_leaf(i, s, t, r, counts.get(i))
                            for i, (s, t, r) in enumerate(zip(self.specs, tensors, self.rows))]
             yield tensors
 
@@ -2633,6 +2652,37 @@ class _Reads:
             for index in tf.nest.flatten(leaf):
                 owner[index] = feature
         return [owner[i] for i in range(len(self.specs))]
+
+
+def _read_leaf(index: int, spec, tensor, rows: bool, counts):
+    """`_read_part` of the read's leaf `index`, raising `_UnlikeRows` where a read of ragged
+    rows fails to decode as one because their flat values differ in their inner dims."""
+    try:
+        return _read_part(spec, tensor, rows, counts)
+    except tf.errors.InvalidArgumentError:
+        unlike = _unlike_rows(spec, tensor) if isinstance(spec, tf.RaggedTensorSpec) else None
+        if unlike is None:
+            raise
+        raise _UnlikeRows(index, *unlike) from None
+
+
+def _unlike_rows(spec: tf.RaggedTensorSpec, tensor: tf.Tensor) -> tuple | None:
+    """The inner dims of the flat values of a read's first row and of the first row whose
+    differ from them, each row decoded by itself; None if none differ."""
+    if tensor.shape.rank != 1:
+        return None
+    first = None
+    for row in tf.unstack(tensor):
+        _, values = tf.raw_ops.RaggedTensorFromVariant(
+            encoded_ragged=row, input_ragged_rank=spec.ragged_rank - 1,
+            output_ragged_rank=spec.ragged_rank - 1, Tvalues=spec.dtype,
+            Tsplits=spec.row_splits_dtype)
+        inner = values.shape[1:].as_list()
+        if first is None:
+            first = inner
+        elif inner != first:
+            return first, inner
+    return None
 
 
 def _read_part(spec, tensor, rows: bool = False, counts: tf.Tensor | None = None):

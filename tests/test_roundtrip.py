@@ -1368,6 +1368,38 @@ def test_ragged_elements_that_do_not_fit_their_spec_are_refused(tmp_path, paths,
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("count, inner_dims, dtype, shapes", [
+    # the second element's flat values in the same read as the first's
+    (2, lambda i: [2 + i], np.float32, "[None, 2] and [None, 3]"),
+    (10, lambda i: [3] if i < 5 else [2], object, "[None, 3] and [None, 2]"),
+    (2, lambda i: [3] + [1] * i, np.int64, "[None, 3] and [None, 3, 1]"),
+    # in a later read (of 32: the map calls a function for each element) than the first's,
+    # each read alike within, merged before encoding
+    (200, lambda i: [3] if i < 64 else [2], np.float32, "[None, 3] and [None, 2]"),
+], ids=["one read", "strings, later in a read", "rank", "reads merged"])
+def test_ragged_elements_whose_flat_values_differ_are_refused(tmp_path, paths, count,
+                                                              inner_dims, dtype, shapes):
+    """Elements under a set_shape of flat values [None, 3] that does not hold, whose flat values
+    differ from each other: TensorFlow's decoding of a read of them, or the concatenation of
+    reads, failed with its own error, which named no feature."""
+    def element(i):
+        def values(i):
+            shape = [1 + int(i) % 3, *inner_dims(int(i))]
+            return np.full(shape, b"s", object) if dtype is object else np.zeros(shape, dtype)
+        flat = tf.numpy_function(values, [i], tf.string if dtype is object else dtype)
+        flat.set_shape([None, 3])
+        return {"r": tf.RaggedTensor.from_row_lengths(flat, [tf.shape(flat)[0]]), "x": i}
+
+    dataset = tf.data.Dataset.range(count).map(element)
+    with pytest.raises(SchemaError) as caught:
+        super_serial.save(dataset, *paths)
+    assert str(caught.value) == (
+        f"{paths[0]}: nothing was saved: feature 'r': its elements came with flat values of "
+        f"shapes {shapes}: its element_spec gives [1, None, 3] (a set_shape or ensure_shape "
+        "after a numpy_function or py_function that does not hold?)")
+    _nothing_written(tmp_path)
+
+
 @pytest.mark.parametrize("label", [False, True])
 @pytest.mark.parametrize("where", ["group_by_window", "flat_map within flat_map"])
 def test_a_batch_failing_inside_the_pipeline_is_not_blamed_on_a_feature(tmp_path, paths,
