@@ -3057,7 +3057,16 @@ class _TFRecordFile:
             write(_joined(record))
 
     def close(self):
-        self.writer.close()
+        try:
+            self.writer.close()
+        except tf.errors.OpError:
+            # A compressed writer whose last flush fails (a full disk) keeps its file open, and
+            # with it the file's space once the save removes it; a second close releases it
+            try:
+                self.writer.close()
+            except tf.errors.OpError:
+                pass
+            raise
 
 
 class _FramedFile:

@@ -282,6 +282,32 @@ def test_a_failing_write_names_the_save_and_its_temporary(good_pair, counting_wr
     assert_previous_pair_intact(good_pair)
 
 
+def _open_on(target: str) -> int:
+    """How many of this process's file descriptors are open on `target`."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == target)
+
+
+@pytest.mark.skipif(not (os.path.exists("/dev/full") and os.path.isdir("/proc/self/fd")),
+                    reason="needs Linux's /dev/full and /proc")
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_a_compressed_save_failing_on_a_full_disk_lets_go_of_its_file(good_pair, monkeypatch,
+                                                                      compression):
+    """tf.io.TFRecordWriter's records go to /dev/full, where every flush fails as on a full
+    disk. A compressed writer whose close fails so keeps its file open (a second close lets
+    it go): a save that failed on a full disk held its removed temporary, and with it the
+    space the disk lacked, until the error was collected."""
+    tfrecord_path, header_path, _, _ = good_pair
+    monkeypatch.setattr(core, "_record_writer",
+                        lambda path, compression: core._TFRecordFile("/dev/full", compression))
+    with pytest.raises(tf.errors.ResourceExhaustedError) as caught:
+        save(wide(400, offset=2.0), tfrecord_path, header_path, compression=compression)
+    assert str(caught.value.message).startswith(f"{tfrecord_path}: nothing was saved: ")
+    assert "No space left on device" in str(caught.value.message)
+    assert _open_on("/dev/full") == 0
+    assert_previous_pair_intact(good_pair)
+
+
 def test_a_tensorflow_write_error_names_the_save(good_pair, monkeypatch):
     """tf.io.TFRecordWriter's errors (it writes compressed files) name the save too, as the
     same kind of error."""
