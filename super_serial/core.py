@@ -599,9 +599,10 @@ def _misnamed(tfrecord_path: str | None, header_path: str) -> str:
 def _interrupted(header_path: str) -> str:
     """Where a save is renaming its files into place, or was killed while it did, which moves
     the old header aside first (`_move_into_place`): says so, and where the previous files
-    are. The two cannot be told apart from here: a reader in another process meets the
-    first in every save's short window between moving the old header aside and renaming the
-    new one into place."""
+    are. The two cannot be told apart from here: a reader in another process can meet the
+    first in a save's short window between moving the old header aside and renaming the new
+    one into place, though mostly that save has removed the old header again by the time it
+    is looked for, and the reader gets no more than "header file not found"."""
     # What `_temp_name` makes of the header's name (cut short if long), for any token
     token = "0" * _TOKEN_CHARS
     probe = _basename(_temp_name(header_path, token, ".old"))
