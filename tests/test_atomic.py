@@ -282,10 +282,9 @@ def test_a_failing_write_names_the_save_and_its_temporary(good_pair, counting_wr
     assert_previous_pair_intact(good_pair)
 
 
-def _open_on(target: str) -> int:
-    """How many of this process's file descriptors are open on `target`."""
-    fds = Path("/proc/self/fd")
-    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == target)
+def _open_files() -> list:
+    """What this process's file descriptors are open on (Linux's /proc)."""
+    return [os.path.realpath(fd) for fd in Path("/proc/self/fd").iterdir()]
 
 
 @pytest.mark.skipif(not (os.path.exists("/dev/full") and os.path.isdir("/proc/self/fd")),
@@ -304,7 +303,7 @@ def test_a_compressed_save_failing_on_a_full_disk_lets_go_of_its_file(good_pair,
         save(wide(400, offset=2.0), tfrecord_path, header_path, compression=compression)
     assert str(caught.value.message).startswith(f"{tfrecord_path}: nothing was saved: ")
     assert "No space left on device" in str(caught.value.message)
-    assert _open_on("/dev/full") == 0
+    assert "/dev/full" not in _open_files()
     assert_previous_pair_intact(good_pair)
 
 
@@ -702,7 +701,7 @@ def test_a_writer_thread_that_cannot_start_leaves_nothing(tmp_path, monkeypatch,
     assert list(tmp_path.iterdir()) == []
     assert not [t for t in threading.enumerate() if t.name.startswith("super_serial-writer")]
     if Path("/proc/self/fd").is_dir():  # Linux: no descriptor left open on the folder
-        targets = [os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")]
+        targets = _open_files()
         assert not [t for t in targets if t.startswith(str(tmp_path))], targets
 
 
