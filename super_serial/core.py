@@ -543,16 +543,7 @@ _YAML_LOADER = _yaml_loader()
 
 
 def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
-    if not tf.io.gfile.exists(header_path):
-        raise HeaderError(f"{header_path}: header file not found"
-                          f"{_misnamed(tfrecord_path, header_path) or _interrupted(header_path)}")
-    try:
-        with tf.io.gfile.GFile(header_path, "rb") as f:
-            text = f.read(_MAX_HEADER_BYTES + 1)
-    except tf.errors.OpError as e:
-        if tf.io.gfile.isdir(header_path):  # TensorFlow's message: "<path>; Is a directory"
-            raise HeaderError(f"{header_path}: a folder, not a header file") from None
-        raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
+    text = _header_bytes(header_path, tfrecord_path)
     if len(text) > _MAX_HEADER_BYTES:
         raise HeaderError(f"{header_path}: not a valid header: larger than the "
                           f"{_MAX_HEADER_BYTES:,} bytes a header may take")
@@ -596,28 +587,76 @@ def _misnamed(tfrecord_path: str | None, header_path: str) -> str:
     return ""
 
 
-def _interrupted(header_path: str) -> str:
-    """Where a save is renaming its files into place, or was killed while it did, which moves
-    the old header aside first (`_move_into_place`): says so, and where the previous files
-    are. The two cannot be told apart from here: a reader in another process can meet the
-    first in a save's short window between moving the old header aside and renaming the new
-    one into place, though mostly that save has removed the old header again by the time it
-    is looked for, and the reader gets no more than "header file not found"."""
-    # What `_temp_name` makes of the header's name (cut short if long), for any token
-    token = "0" * _TOKEN_CHARS
-    probe = _basename(_temp_name(header_path, token, ".old"))
-    head = probe[:probe.rindex(token)]
-    tail = probe[len(head) + len(token):]
+# How long a reader waits for a header that a save beside it is putting in place, seconds
+_PLACING_WAIT = 2.0
+
+
+def _header_bytes(header_path: str, tfrecord_path: str | None) -> bytes:
+    """The header file's bytes, up to one more than a header may take.
+
+    Where it is missing while a save there puts its files in place (another process's, in the
+    window between moving the old header aside and renaming its new one into place: the save's
+    temporaries of the header are beside it), waits for it, up to `_PLACING_WAIT` seconds, and
+    reads the new one. A save killed in that window leaves its temporaries, and the error after
+    the wait says so. A header put in place between the two looks (missing, then no
+    temporaries) is read too: each temporary goes as the header comes.
+    """
+    deadline = None
+    while True:
+        if tf.io.gfile.exists(header_path):
+            try:
+                with tf.io.gfile.GFile(header_path, "rb") as f:
+                    return f.read(_MAX_HEADER_BYTES + 1)
+            except tf.errors.NotFoundError:
+                pass  # moved aside by a save since it was looked for
+            except tf.errors.OpError as e:
+                if tf.io.gfile.isdir(header_path):  # TensorFlow's: "<path>; Is a directory"
+                    raise HeaderError(f"{header_path}: a folder, not a header file") from None
+                raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
+        placing = _placing(header_path)
+        now = time.monotonic()
+        deadline = now + _PLACING_WAIT if deadline is None else deadline
+        if now < deadline and (placing or tf.io.gfile.exists(header_path)):
+            if placing:
+                time.sleep(0.005)
+            continue
+        hint = _misnamed(tfrecord_path, header_path) or _interrupted(placing)
+        raise HeaderError(f"{header_path}: header file not found{hint}")
+
+
+def _placing(header_path: str) -> set:
+    """The kinds of temporaries of the header beside it, as a save makes them while it puts
+    its files in place (`_move_into_place`): "new" for its new header, ".old" for the old
+    one moved aside; for any save's token."""
+    kinds = set()
     try:
         names = tf.io.gfile.listdir(_listable(_dirname(header_path)))
     except (tf.errors.OpError, UnicodeDecodeError):  # a name in the folder is not UTF-8
+        return kinds
+    token = "0" * _TOKEN_CHARS
+    for kind, index in (("new", ""), (".old", ".old")):
+        probe = _basename(_temp_name(header_path, token, index))  # cut short if long
+        head = probe[:probe.rindex(token)]
+        tail = probe[len(head) + len(token):]
+        if any(len(n) == len(probe) and n.startswith(head) and n.endswith(tail)
+               for n in names):
+            kinds.add(kind)
+    return kinds
+
+
+def _interrupted(placing: set) -> str:
+    """What a header's temporaries beside it (`_placing`) say, once a reader has waited for
+    the header: a save there is slow to put its files in place, or was killed while it did.
+    Where it had moved the old header aside, the previous files are beside it."""
+    if not placing:
         return ""
-    if not any(len(n) == len(probe) and n.startswith(head) and n.endswith(tail) for n in names):
-        return ""
-    return ("; a save there is putting its files in place (try again in a moment), or was "
-            "interrupted while it did: then the previous files are beside it as hidden "
-            "'.<name>.<token>.tmp.old' (once no save runs there, rename them back to recover "
-            "that dataset)")
+    hint = (f"; a save there is still putting its files in place after {_PLACING_WAIT:g} s "
+            "(try again in a moment), or was interrupted while it did")
+    if ".old" not in placing:
+        return hint + ": then it left its new files as hidden '.<name>.<token>.tmp*'"
+    return hint + (": then the previous files are beside it as hidden "
+                   "'.<name>.<token>.tmp.old' (once no save runs there, rename them back to "
+                   "recover that dataset)")
 
 
 def _node_problem(root) -> str | None:
@@ -3441,6 +3480,8 @@ class _RecordFiles:
         default = default_header_path(self.path)
         if not _same_place(header_path, default) and tf.io.gfile.exists(default):
             return set()
+        if not tf.io.gfile.exists(header_path):
+            return set()  # not waited for where a killed save left its header's temporaries
         try:
             old = _read_header(header_path, self.path)
         except SuperSerialError:
@@ -3853,7 +3894,9 @@ def load(
 
     Raises:
       HeaderError: The header is missing or invalid, or lists none of the record files named
-        for `tfrecord_path` while one is there (a pair copied under another name).
+        for `tfrecord_path` while one is there (a pair copied under another name). Where a
+        save in another process is putting its files in place there, `load` first waits for
+        its new header, up to 2 s.
       CorruptDataError: A record file is missing or cannot be read, its size differs from
         the header's, or it is too small for the records and shapes the header gives.
       ValueError: An option has an invalid value, or one that would do nothing (`seed`
@@ -3906,12 +3949,7 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
     if drop_remainder and batch_size is None:
         raise ValueError("drop_remainder=True drops the last batch of batch_size=, and does "
                          "nothing without it; for load(...).batch(n), pass it to .batch")
-    header = _read_header(header_path, tfrecord_path)
-    paths = _shard_paths(header, tfrecord_path)
-    _check_names(header, tfrecord_path, header_path)
-    if not header.version:
-        header = _count_records(header, paths[0])
-    _check_files(header, paths, header_path)
+    header, paths = _checked_header(header_path, tfrecord_path)
     reading = _Reading(
         one_file=len(paths) == 1 and not shuffle_files, shuffle_files=shuffle_files,
         parallel=header.layout == "round_robin" or not deterministic,
@@ -3922,6 +3960,30 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
     if shuffle_files:  # built afresh: each load draws its own shuffle seeds, as Dataset ops do
         return _Pipeline(header, original_dtypes, reading).build(paths, counts, seed=seed)
     return _pipeline(header, original_dtypes, reading)(paths, counts)
+
+
+def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list]:
+    """The header and its record files' paths, the files checked against it (`_check_files`).
+
+    Where they do not match, reads and checks again, up to three times in all: a save in
+    another process may have begun to put its files in place since the header was read (its
+    new header has the same fields where the new dataset has the same schema and sizes), and
+    reading the header again waits for it (`_header_bytes`). Files that do not match for any
+    other reason fail the same way each time, at the cost of two more reads of the header.
+    """
+    attempts = 3
+    while True:
+        header = _read_header(header_path, tfrecord_path)
+        paths = _shard_paths(header, tfrecord_path)
+        _check_names(header, tfrecord_path, header_path)
+        checked = header if header.version else _count_records(header, paths[0])
+        try:
+            _check_files(checked, paths, header_path)
+            return checked, paths
+        except CorruptDataError:
+            attempts -= 1
+            if not attempts:
+                raise
 
 
 def _shard_paths(header: _Header, tfrecord_path: str) -> list[str]:

@@ -644,31 +644,168 @@ def test_long_names_keep_their_backups_apart(tmp_path, monkeypatch, num_shards, 
     assert_same_elements(wide(20), load(tfrecord_path))
 
 
-def test_a_load_during_a_saves_renames_is_told_to_try_again(tmp_path, monkeypatch):
-    """A reader in another process meets the moved-aside header while a save runs, not only
-    after a killed one: the message allowed only for the latter."""
+def test_a_load_during_a_saves_renames_waits_for_the_new_header(tmp_path, monkeypatch):
+    """A reader in another process (a thread here) that comes while a save puts its files in
+    place, its old header moved aside and its new one not yet renamed, waits for the new one
+    and loads the new dataset; it was refused ("header file not found")."""
     tfrecord_path = str(tmp_path / "data.tfrecord")
     save(wide(10), tfrecord_path)
-    real_rename, refused = tf.io.gfile.rename, []
+    real_rename, readers = tf.io.gfile.rename, []
 
-    def rename_then_load(src, dst, overwrite=False):  # the old header is moved aside first
+    def load_all():
+        try:
+            readers.append(list(load(tfrecord_path).as_numpy_iterator()))
+        except Exception as error:  # noqa: BLE001 - handed to the test's thread
+            readers.append(error)
+
+    def rename_then_read(src, dst, overwrite=False):
         real_rename(src, dst, overwrite)
-        if not refused:
-            with pytest.raises(core.HeaderError) as info:
-                load(tfrecord_path)
-            refused.append(str(info.value))
+        if src.endswith(".header.yaml") and not readers:  # the old header, moved aside
+            reader = threading.Thread(target=load_all)
+            reader.start()
+            time.sleep(0.3)  # the reader looks, and finds no header
+            assert reader.is_alive(), readers  # waiting, not refused
+            rename_then_read.reader = reader
 
-    monkeypatch.setattr(tf.io.gfile, "rename", rename_then_load)
+    monkeypatch.setattr(tf.io.gfile, "rename", rename_then_read)
     save(wide(20, offset=1.0), tfrecord_path)
     monkeypatch.undo()
-    assert "a save there is putting its files in place (try again in a moment), or was " \
-           "interrupted while it did" in refused[0], refused
-    assert_same_elements(wide(20, offset=1.0), load(tfrecord_path))
+    rename_then_read.reader.join(timeout=30)
+    [elements] = readers
+    assert not isinstance(elements, Exception), elements
+    expected = list(wide(20, offset=1.0).as_numpy_iterator())
+    assert len(elements) == 20
+    for got, want in zip(elements, expected):
+        np.testing.assert_array_equal(got["x"], want["x"])
 
 
-def test_an_interrupted_save_is_named_for_headers_of_long_names(tmp_path):
+def test_a_header_put_in_place_between_two_looks_is_read(tmp_path, monkeypatch):
+    """The save renames its header into place, and removes the temporaries, after a reader
+    found it missing and before it lists the folder: the reader finds no save under way, and
+    looks once more."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = tfrecord_path + ".header.yaml"
+    save(wide(5), tfrecord_path)
+    aside = core._temp_name(header_path, "0123456789ab")
+    os.rename(header_path, aside)
+    real_exists = tf.io.gfile.exists
+
+    def exists_then_placed(path):
+        found = real_exists(path)
+        if path == header_path and not found:
+            os.rename(aside, header_path)  # the save, just after this look
+        return found
+
+    monkeypatch.setattr(tf.io.gfile, "exists", exists_then_placed)
+    loaded = load(tfrecord_path)
+    monkeypatch.undo()
+    assert_same_elements(wide(5), loaded)
+
+
+def test_a_header_moved_aside_after_it_was_found_is_waited_for(tmp_path, monkeypatch):
+    """A save moves the old header aside between a reader's look and its opening the file
+    (which TensorFlow then refuses, "not found"), and puts its new one in place 0.1 s later:
+    the reader waits for it as for one it found missing."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = tfrecord_path + ".header.yaml"
+    save(wide(5), tfrecord_path)
+    aside = core._temp_name(header_path, "0123456789ab", ".old")
+    real_exists, placer = tf.io.gfile.exists, []
+
+    def found_then_moved(path):
+        found = real_exists(path)
+        if path == header_path and found and not placer:
+            os.rename(header_path, aside)
+            placer.append(threading.Timer(0.1, os.rename, (aside, header_path)))
+            placer[0].start()
+        return found
+
+    monkeypatch.setattr(tf.io.gfile, "exists", found_then_moved)
+    loaded = load(tfrecord_path)
+    monkeypatch.undo()
+    placer[0].join()
+    assert_same_elements(wide(5), loaded)
+
+
+def test_a_load_whose_files_a_save_replaces_after_its_header_was_read_loads_the_new_ones(
+        tmp_path, monkeypatch):
+    """A save moves the old files aside after a reader read the header and before it checked
+    the files, and puts new ones in place 0.1 s later (the same schema and sizes: a header
+    identical to the old one). The reader reads the header again, waits for it, and loads
+    the new dataset; it was refused ("record file not found")."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = tfrecord_path + ".header.yaml"
+    save(wide(10), tfrecord_path)
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    save(wide(10, offset=1.0), str(newer / "data.tfrecord"))
+    assert (newer / "data.tfrecord.header.yaml").read_bytes() == Path(header_path).read_bytes()
+    real_stat, placer = tf.io.gfile.stat, []
+
+    def stat_as_a_save_begins(path):
+        if path == tfrecord_path and not placer:
+            aside = [core._temp_name(p, "0123456789ab", ".old") for p in (header_path, path)]
+            os.rename(header_path, aside[0])
+            os.rename(path, aside[1])
+
+            def place():
+                os.rename(newer / "data.tfrecord", tfrecord_path)
+                os.rename(newer / "data.tfrecord.header.yaml", header_path)
+                for old in aside:
+                    os.remove(old)
+
+            placer.append(threading.Timer(0.1, place))
+            placer[0].start()
+        return real_stat(path)
+
+    monkeypatch.setattr(tf.io.gfile, "stat", stat_as_a_save_begins)
+    loaded = load(tfrecord_path)
+    monkeypatch.undo()
+    placer[0].join()
+    assert_same_elements(wide(10, offset=1.0), loaded)
+
+
+@pytest.mark.parametrize("left", [".old", ""])
+def test_a_save_killed_while_putting_its_files_in_place_is_waited_for_then_named(
+        tmp_path, monkeypatch, left):
+    """Its header's temporary (the old one moved aside, or its new one not yet renamed) stays:
+    a reader waits `_PLACING_WAIT` for the header, then says what is there."""
+    monkeypatch.setattr(core, "_PLACING_WAIT", 0.2)
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = tfrecord_path + ".header.yaml"
+    save(wide(3), tfrecord_path)
+    os.rename(header_path, core._temp_name(header_path, "0123456789ab", left))
+    began = time.monotonic()
+    with pytest.raises(core.HeaderError) as refused:
+        load(tfrecord_path)
+    assert time.monotonic() - began >= 0.2
+    message = str(refused.value)
+    assert message.startswith(f"{header_path}: header file not found; a save there is still "
+                              "putting its files in place after 0.2 s (try again in a moment), "
+                              "or was interrupted while it did: then "), message
+    if left:
+        assert "the previous files are beside it as hidden '.<name>.<token>.tmp.old'" in message
+    else:
+        assert "it left its new files as hidden '.<name>.<token>.tmp*'" in message
+
+
+def test_a_missing_header_with_no_save_under_way_is_not_waited_for(tmp_path, monkeypatch):
+    """Only a header's temporaries make a reader wait: another dataset's, or none, do not."""
+    monkeypatch.setattr(core, "_PLACING_WAIT", 5.0)
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(3), tfrecord_path)
+    os.rename(tfrecord_path + ".header.yaml",
+              core._temp_name(str(tmp_path / "other.tfrecord.header.yaml"), "0123456789ab"))
+    began = time.monotonic()
+    with pytest.raises(core.HeaderError, match=r"header file not found$"):
+        load(tfrecord_path)
+    assert time.monotonic() - began < 2.0
+
+
+def test_an_interrupted_save_is_named_for_headers_of_long_names(tmp_path, monkeypatch):
     """_temp_name cuts long names short; the hint after a kill among the renames finds the old
     header moved aside all the same."""
+    monkeypatch.setattr(core, "_PLACING_WAIT", 0.05)
     tfrecord_path = str(tmp_path / "data.tfrecord")
     header_path = str(tmp_path / ("h" * 240 + ".yaml"))  # its temporaries' names are cut
     save(wide(3), tfrecord_path, header_path)
