@@ -3969,7 +3969,8 @@ def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list
     another process may have begun to put its files in place since the header was read (its
     new header has the same fields where the new dataset has the same schema and sizes), and
     reading the header again waits for it (`_header_bytes`). Files that do not match for any
-    other reason fail the same way each time, at the cost of two more reads of the header.
+    other reason fail the same way each time, at the cost of two more reads of the header
+    (none for the original module's, whose records are counted by reading the file).
     """
     attempts = 3
     while True:
@@ -3982,7 +3983,7 @@ def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list
             return checked, paths
         except CorruptDataError:
             attempts -= 1
-            if not attempts:
+            if not attempts or not header.version:  # the original module's: counted by reading
                 raise
 
 

@@ -84,6 +84,22 @@ def test_original_module_files_load_batched():
     assert_same_elements(expected, _load_original(batch_size=4))
 
 
+def test_original_module_files_that_do_not_match_are_counted_once(tmp_path, monkeypatch):
+    """load reads a header again where its files do not match it (a save in another process
+    may be putting new ones in place), but not the original module's, whose records it counts
+    by reading the whole file each time: such a file is refused after one count."""
+    shutil.copy(ORIGINAL / "images.tfrecord", tmp_path / "images.tfrecord")
+    header = yaml.safe_load((ORIGINAL / "images.header").read_text())
+    header["image"]["shape"] = [10, 10, 300]  # more bytes a record than the file holds
+    (tmp_path / "images.header").write_text(yaml.safe_dump(header))
+    counted, real_count = [], super_serial.core._count_records
+    monkeypatch.setattr(super_serial.core, "_count_records",
+                        lambda *args: counted.append(1) or real_count(*args))
+    with pytest.raises(super_serial.CorruptDataError, match="cannot hold the 10 records"):
+        super_serial.load(str(tmp_path / "images.tfrecord"), str(tmp_path / "images.header"))
+    assert len(counted) == 1
+
+
 def test_original_module_header():
     header = super_serial.read_header(ORIGINAL / "images.header")
     assert header["version"] == 0
