@@ -167,6 +167,28 @@ def test_unknown_shape_and_ragged_with_stock_features(paths):
     assert_same_elements(dataset, stock)
 
 
+@pytest.mark.parametrize("rows, keys", [
+    ([[1, 2, 3], [4]], ["t", "t#shape"]),  # RaggedTensorSpec([None], ragged_rank=0)
+    ([[[1, 2]], [[3, 4], [5, 6]]], ["t", "t#shape"]),  # [None, 2]
+])
+def test_ragged_rank_0_is_stored_as_a_tensor_of_its_shape(paths, rows, keys):
+    """A ragged component of ragged rank 0 (a ragged tensor's rows, sliced) has no row
+    lengths: its values and, where a dim is unknown, `<key>#shape` (README, Records)."""
+    tfrecord, header = paths
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {"t": tf.ragged.constant(rows, tf.int64, ragged_rank=1)})
+    assert dataset.element_spec["t"].ragged_rank == 0
+    super_serial.save(dataset, tfrecord, header)
+    width = [len(rows[0][0])] if isinstance(rows[0][0], list) else []
+    description = {"t": tf.io.VarLenFeature(tf.int64),
+                   "t#shape": tf.io.FixedLenFeature([1 + len(width)], tf.int64)}
+    for record, row in zip(tf.data.TFRecordDataset(tfrecord).as_numpy_iterator(), rows):
+        assert sorted(tf.train.Example.FromString(record).features.feature) == keys
+        parsed = tf.io.parse_single_example(record, description)
+        assert parsed["t#shape"].numpy().tolist() == [len(row)] + width
+        np.testing.assert_array_equal(parsed["t"].values.numpy(), np.ravel(row))
+
+
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field, its tag and length as the shortest varints."""
     return reference_varint(number << 3 | 2) + reference_varint(len(payload)) + payload
