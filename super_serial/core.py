@@ -4003,6 +4003,7 @@ def _count_records(header: _Header, path: str) -> _Header:
     Their bytes are summed too: TensorFlow's reader takes a file that ends inside a record's
     framing (cut fewer than 12 bytes into it) for one that ends there, so the framed records
     must add up to the file's size."""
+    @tf.autograph.experimental.do_not_convert  # AutoGraph would read it from the file again
     def add(totals, block):
         return (totals[0] + tf.size(block, out_type=tf.int64),
                 totals[1] + tf.reduce_sum(tf.cast(tf.strings.length(block), tf.int64)))
@@ -4919,6 +4920,11 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     return {"num_records": count, "files": paths, "header": header.to_yaml()}
 
 
+@tf.autograph.experimental.do_not_convert  # AutoGraph would read it from the file again
+def _count_block(count, block):
+    return count + tf.size(block, out_type=tf.int64)
+
+
 def _check_read_to_end(paths: list, compression: str, block_records: int):
     """Raises CorruptDataError where a TFRecord reader fails on a compressed file after its
     last record: a damaged end of the compressed stream, past the records' own checksums.
@@ -4930,8 +4936,7 @@ def _check_read_to_end(paths: list, compression: str, block_records: int):
     def read_to_end(files):  # (files read in parallel: one by itself so took 2.6 times as long)
         parallel = min(len(files), _WRITER_THREADS) if len(files) > 1 else None
         tf.data.TFRecordDataset(files, compression, 1 << 20, num_parallel_reads=parallel).batch(
-            block_records).reduce(
-                np.int64(0), lambda count, block: count + tf.size(block, out_type=tf.int64))
+            block_records).reduce(np.int64(0), _count_block)
 
     try:
         read_to_end(paths)

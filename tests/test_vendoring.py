@@ -168,6 +168,43 @@ def test_vendored_copy_in_a_fresh_interpreter_without_the_package(tmp_path):
     assert "vendored ok" in result.stdout
 
 
+_SHIFTED_CHILD = r"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("my_vendored_ss", sys.argv[1])
+ss = importlib.util.module_from_spec(spec)
+sys.modules["my_vendored_ss"] = ss
+spec.loader.exec_module(ss)
+import tensorflow as tf
+ss.save(tf.data.Dataset.range(100), sys.argv[2], compression="GZIP")
+source = open(sys.argv[1]).read()
+with open(sys.argv[1], "w") as f:  # as an upgrade in place under a running notebook
+    f.write("# a line\n" * 40 + source)
+print(ss.verify(sys.argv[3], sys.argv[4])["num_records"], ss.verify(sys.argv[2])["num_records"],
+      sum(1 for _ in ss.load(sys.argv[3], sys.argv[4])))
+"""
+
+
+def test_the_cores_dataset_functions_do_not_depend_on_its_source_file(tmp_path):
+    """Functions the core gives tf.data are traced as they are, not converted by AutoGraph,
+    which reads their source again from the file on disk when first used: with the file
+    changed since import (40 lines added at the top), verify of an original-module file ran
+    other code at the old lines (a TypeError), and one of a compressed save logged AutoGraph's
+    "could not transform"; without the source (a vendored .pyc) both logged it."""
+    shutil.copy(CORE, tmp_path / "my_vendored_ss.py")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    golden = CORE.parents[1] / "tests" / "golden" / "original-module"
+    result = subprocess.run(
+        [sys.executable, "-c", _SHIFTED_CHILD, str(tmp_path / "my_vendored_ss.py"),
+         str(tmp_path / "out" / "data.tfrecord"), str(golden / "images.tfrecord"),
+         str(golden / "images.header")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["10", "100", "10"], result.stdout
+    assert "AutoGraph" not in result.stderr, result.stderr[-3000:]
+
+
 def test_the_core_names_no_public_function_or_class_beyond_its_all():
     """The API is what `__all__` lists: a vendored copy's users see every other function and
     class of the file marked private, so that none is taken for part of the API."""
