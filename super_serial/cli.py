@@ -339,6 +339,7 @@ def _summary(path: str, header_path: str, header: dict) -> dict:
         "layout": header["layout"],
         "block_records": header["block_records"],
         "structure": header["structure"],
+        **({"namedtuples": header["namedtuples"]} if "namedtuples" in header else {}),
         "features": features,
         "shards": shards,
         "num_bytes": None if None in sizes else sum(sizes),
@@ -371,7 +372,8 @@ def _inspect_text(info: dict) -> str:
                 for row, f in zip(rows, info["features"])]
         titles += ("tensor name",)
     lines += _table(titles, rows, right=(4,))
-    lines += ["", f"structure: {_structure(info['structure'])}", ""]
+    named = {tuple(n["path"]): n for n in info.get("namedtuples", [])}
+    lines += ["", f"structure: {_structure(info['structure'], named)}", ""]
     rows = [(s["file"], _count(s["num_records"]), _count(s["num_bytes"])) for s in info["shards"]]
     if len(rows) > 1:
         rows.append(("total", _count(info["num_records"]), _count(info["num_bytes"])))
@@ -417,16 +419,22 @@ def _counted(value, noun: str) -> str:
     return f"{_count(value)} {noun}{'' if value == 1 else 's'}"
 
 
-def _structure(node, top: bool = True) -> str:
-    """The element structure with feature names: `{image, meta: {score}}`, `(0, 1)`."""
+def _structure(node, named: dict, path: tuple = ()) -> str:
+    """The element structure with feature names: `{image, meta: {score}}`, `(0, 1)`, and
+    namedtuples (`named`: the header's, by path) as `Point(x=0, y=1)`."""
     if isinstance(node, dict):
         items = [_name(key) if isinstance(value, str) else
-                 f"{_name(key)}: {_structure(value, False)}" for key, value in node.items()]
+                 f"{_name(key)}: {_structure(value, named, path + (key,))}"
+                 for key, value in node.items()]
         return "{" + ", ".join(items) + "}"
     if isinstance(node, list):
-        items = [_structure(item, False) for item in node]
+        items = [_structure(item, named, path + (i,)) for i, item in enumerate(node)]
+        if path in named:
+            fields = named[path]["fields"]
+            return named[path]["name"] + "(" + ", ".join(
+                f"{field}={item}" for field, item in zip(fields, items)) + ")"
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    return f"a single tensor, feature {node!r}" if top else _name(node)
+    return f"a single tensor, feature {node!r}" if not path else _name(node)
 
 
 def _shell_word(path: str) -> str:

@@ -14,6 +14,7 @@ import errno
 import functools
 import hashlib
 import itertools
+import keyword
 import math
 import os
 import queue
@@ -46,10 +47,12 @@ __all__ = [
 
 FORMAT_NAME = "super_serial"
 # The newest format save writes. A header says the lowest version that reads it
-# (`_format_version`): 4 where a feature is sparse, else 3, which readers of version 3 read.
-FORMAT_VERSION = 4
-_READ_VERSIONS = (1, 2, 3, 4)
+# (`_format_version`): 5 where the element holds a namedtuple, 4 where a feature is sparse,
+# else 3, which readers of version 3 read.
+FORMAT_VERSION = 5
+_READ_VERSIONS = (1, 2, 3, 4, 5)
 _SPARSE_VERSION = 4  # sparse features: a reader of version 3 would ignore `sparse: true`
+_NAMEDTUPLE_VERSION = 5  # a reader of version 4 would give plain tuples for `namedtuples`
 HEADER_SUFFIX = ".header.yaml"
 COMPRESSIONS = (None, "GZIP", "ZLIB")
 BARE_TENSOR_NAME = "tensor"
@@ -300,9 +303,10 @@ class _Header:
     block_records: int
     layout: str  # "round_robin" (block i in shard i % n) or "sequential"
     version: int
+    namedtuples: tuple = ()  # of _NamedTuple: which lists of the structure are namedtuples
 
     def to_yaml(self) -> dict:
-        return {
+        fields = {
             "format": FORMAT_NAME,
             "version": self.version,
             "structure": self.structure,
@@ -313,10 +317,40 @@ class _Header:
             "layout": self.layout,
             "shards": [dataclasses.asdict(s) for s in self.shards],
         }
+        if self.namedtuples:  # else as version 3 and 4 wrote it
+            fields["namedtuples"] = [n.to_yaml() for n in self.namedtuples]
+        return fields
+
+    def schema(self) -> tuple:
+        """What the element is made of: what a pipeline depends on, and parts must share."""
+        return self.features, repr(self.structure), self.namedtuples
 
 
-def _format_version(features) -> int:
+@dataclasses.dataclass(frozen=True)
+class _NamedTuple:
+    """A tuple of the element that is a namedtuple: its place in the structure (the keys and
+    indices that lead to it), its type's name and its fields. `load` gives it back as a
+    namedtuple of that name and fields (`_namedtuple_type`), as `tf.data.Dataset.load`
+    does; the user's own class is not imported."""
+    path: tuple
+    name: str
+    fields: tuple
+
+    def to_yaml(self) -> dict:
+        return {"path": list(self.path), "name": self.name, "fields": list(self.fields)}
+
+
+@functools.lru_cache(maxsize=256)
+def _namedtuple_type(name: str, fields: tuple) -> type:
+    """One type for each name and fields, so that every load of them gives the same
+    element_spec."""
+    return collections.namedtuple(name, fields)
+
+
+def _format_version(features, namedtuples=()) -> int:
     """The version a header of these features says: the lowest that reads them."""
+    if namedtuples:
+        return _NAMEDTUPLE_VERSION
     return _SPARSE_VERSION if any(f.sparse for f in features) else 3
 
 
@@ -364,9 +398,11 @@ def _feature_name(path: tuple) -> str:
     return "/".join(str(p) for p in path) if path else BARE_TENSOR_NAME
 
 
-def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
-    """The features and structure skeleton of an element_spec; SchemaError if unsupported."""
+def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any, tuple]:
+    """The features, structure skeleton and namedtuples (`_NamedTuple`) of an element_spec;
+    SchemaError if unsupported."""
     features: list[_Feature] = []
+    namedtuples: list[_NamedTuple] = []
 
     def visit(spec, path):
         # a dict or tuple at the top is the element, not the feature of a bare tensor
@@ -392,9 +428,11 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
                                   ") that compares or sorts otherwise than their text; use "
                                   "plain str keys")
             return {k: visit(plain[k], path + (k,)) for k in sorted(plain)}
-        if isinstance(spec, tuple) and not hasattr(spec, "_fields"):
+        if isinstance(spec, tuple):
             if not spec:
                 raise SchemaError(f"{where}: empty tuples cannot be saved")
+            if _is_namedtuple(spec):
+                namedtuples.append(_NamedTuple(path, type(spec).__name__, tuple(spec._fields)))
             return [visit(s, path + (i,)) for i, s in enumerate(spec)]
         features.append(_feature_from_spec(spec, path))
         return features[-1].name
@@ -407,7 +445,19 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any]:
             f"{_named(duplicates[0])}: two parts of the element structure map to the same "
             "TFRecord key; rename dict keys that contain '/' or '#'"
         )
-    return features, skeleton
+    return features, skeleton, tuple(namedtuples)
+
+
+def _is_namedtuple(value) -> bool:
+    """A namedtuple, or what tf.nest takes for one (a tuple with `_fields` of strings)."""
+    fields = getattr(type(value), "_fields", None)
+    return isinstance(value, tuple) and isinstance(fields, tuple) and all(
+        isinstance(f, str) for f in fields)
+
+
+def _python_name(text) -> bool:
+    """Whether `text` may name a namedtuple or one of its fields."""
+    return isinstance(text, str) and text.isidentifier() and not keyword.iskeyword(text)
 
 
 def _utf8(text: str) -> bool:
@@ -428,7 +478,7 @@ def _feature_from_spec(spec, path) -> _Feature:
     else:
         kind = type(spec).__name__
         if hasattr(spec, "_fields") or isinstance(spec, list):
-            kind = f"{kind} (use a dict or a plain tuple)"
+            kind = f"{kind} (use a dict or a tuple)"
         raise SchemaError(
             f"{where if path else 'the element'}: {kind} is not supported; "
             "super_serial saves tf.Tensor, tf.RaggedTensor and tf.SparseTensor components"
@@ -775,8 +825,49 @@ class _HeaderParser:
                 self.fail("shards", f"record counts {_short(counts)} are not those of blocks "
                                     f"of {block} records dealt to {len(shards)} files in turn, "
                                     f"{_short(dealt)}")
+        namedtuples = self.parse_namedtuples(raw, structure)
         return _Header(tuple(features), structure, num_records, shards, compression, block,
-                       layout, version)
+                       layout, version, namedtuples)
+
+    def parse_namedtuples(self, raw, structure) -> tuple:
+        entries = self.get(raw, "namedtuples", "namedtuples", list, optional=True, default=[])
+        if entries and self.version < _NAMEDTUPLE_VERSION:
+            self.fail("namedtuples", f"namedtuples need format version {_NAMEDTUPLE_VERSION}; "
+                                     f"the header says {self.version}")
+        out = []
+        for i, entry in enumerate(entries):
+            field = f"namedtuples[{i}]"
+            if not isinstance(entry, dict):
+                self.fail(field, f"expected a mapping, found {_short(entry)}")
+            path = self.get(entry, "path", f"{field}.path", list)
+            name = self.get(entry, "name", f"{field}.name", str)
+            fields = self.get(entry, "fields", f"{field}.fields", list)
+            if not _python_name(name):
+                self.fail(f"{field}.name", f"{_short(name)} cannot name a namedtuple")
+            for item in fields:
+                if not _python_name(item) or item.startswith("_"):
+                    self.fail(f"{field}.fields", f"{_short(item)} cannot name a namedtuple's "
+                                                 "field")
+            if len(set(fields)) != len(fields):
+                self.fail(f"{field}.fields", "a field is named twice")
+            node = structure
+            for step in path:
+                if isinstance(node, dict) and isinstance(step, str) and step in node:
+                    node = node[step]
+                elif isinstance(node, list) and type(step) is int and 0 <= step < len(node):
+                    node = node[step]
+                else:
+                    self.fail(f"{field}.path", f"{_short(path)} leads to no tuple of "
+                                               "'structure'")
+            if not isinstance(node, list):
+                self.fail(f"{field}.path", f"{_short(path)} leads to no tuple of 'structure'")
+            if len(fields) != len(node):
+                self.fail(f"{field}.fields", f"{len(fields)} fields for a tuple of "
+                                             f"{len(node)} in 'structure'")
+            out.append(_NamedTuple(tuple(path), name, tuple(fields)))
+        if len({n.path for n in out}) != len(out):
+            self.fail("namedtuples", "a path is listed twice")
+        return tuple(out)
 
     def parse_structure(self, node, field, path) -> list:
         if isinstance(node, str):
@@ -953,7 +1044,7 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
     """SchemaError unless `load` reads this header, as `save` would write it, back to the same
     schema: what the header format cannot hold (a dim past 2**31 - 1, a rank past 32, a
     component larger than a record can hold) is refused before anything is written."""
-    key = (header.features, repr(header.structure), header.block_records)
+    key = (header.schema(), header.block_records)
     if key in _READ_BACK:
         return
     source = f"{tfrecord_path}: nothing was written: the header"
@@ -975,7 +1066,7 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
         deepest = max(header.features, key=lambda f: len(f.path))
         raise SchemaError(f"{source} cannot hold feature {_short(deepest.name)}: its element "
                           f"structure nests {len(deepest.path)} levels deep") from None
-    if back.features != header.features or back.structure != header.structure:
+    if back.schema() != header.schema():
         changed = [f.name for f, r in zip(header.features, back.features) if f != r]
         what = f"feature {changed[0]!r}" if changed else "the element structure"
         raise SchemaError(f"{source} would not read back {what} as saved")
@@ -1854,7 +1945,7 @@ def save(
 
     Args:
       dataset: Any `tf.data.Dataset` whose elements are tensors, ragged or sparse tensors,
-        alone or in (nested) dicts and tuples.
+        alone or in (nested) dicts, tuples and namedtuples.
       tfrecord_path: Where the records go (any `tf.io.gfile` path). With several shards, the
         files are `<tfrecord_path>-00000-of-NNNNN`.
       header_path: Where the header goes; default `<tfrecord_path>.header.yaml`.
@@ -1908,7 +1999,7 @@ def save(
     shard_size = _count(shard_size, "shard_size (bytes)")
     elements_per_batch = _count(elements_per_batch, "elements_per_batch")
     progress = _flag(progress, "progress")
-    features, skeleton = _schema_from_spec(dataset.element_spec)
+    features, skeleton, namedtuples = _schema_from_spec(dataset.element_spec)
     cardinality = int(dataset.cardinality())
     if cardinality == tf.data.INFINITE_CARDINALITY:
         raise ValueError("the dataset is infinite (e.g. .repeat() without a count); save a "
@@ -1931,7 +2022,7 @@ def save(
     planned = _Header(tuple(features), skeleton, 0, (_Shard(_basename(tfrecord_path), 0, 0),),
                       compression, block_records,
                       "sequential" if shard_size else "round_robin",
-                      _format_version(features))
+                      _format_version(features, namedtuples), namedtuples)
     _check_reads_back(planned, tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
     _check_paths(tfrecord_path, header_path, num_shards or 1,
@@ -3750,11 +3841,12 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
             raise SchemaError(f"{part}: saved with num_shards={len(header.shards)}; save parts "
                               "as one file each, or with shard_size")
         first = headers[0] if headers else header
-        for what in ("features", "structure", "compression"):
+        for what in ("features", "structure", "namedtuples", "compression"):
             if getattr(header, what) != getattr(first, what):
                 where = _features_difference(header.features, first.features) if (
                     what == "features") else ""
-                differ = "differ from those" if what == "features" else "differs from that"
+                differ = "differs from that" if what in ("structure", "compression") else (
+                    "differ from those")
                 raise SchemaError(f"{part}: its {what} {differ} of {parts[0]}{where}")
         headers.append(header)
     _check_part_files(parts, headers, tfrecord_path, header_path)
@@ -4118,8 +4210,8 @@ _PIPELINES_LOCK = threading.Lock()
 
 def _pipeline(header: _Header, original_dtypes: bool, reading: _Reading) -> _Pipeline:
     """The pipeline of a schema and options, shared by every load of them in this process."""
-    key = (header.features, repr(header.structure), header.block_records, header.compression,
-           original_dtypes, reading)
+    key = (header.schema(), header.block_records, header.compression, original_dtypes,
+           reading)
     with _PIPELINES_LOCK:
         pipeline = _PIPELINES.pop(key, None)
         if pipeline is None:
@@ -4442,6 +4534,8 @@ class _Decoder:
                  check_ranges: bool = False):
         self.check_ranges = check_ranges
         self.structure = header.structure
+        self.namedtuples = {n.path: _namedtuple_type(n.name, n.fields)
+                            for n in header.namedtuples}
         self.block_records = header.block_records
         self.features = header.features
         self.original = original_dtypes
@@ -4561,14 +4655,16 @@ class _Decoder:
     def pack(self, leaves):
         by_name = {f.name: leaf for f, leaf in zip(self.features, leaves)}
 
-        def build(node):
+        def build(node, path):
             if isinstance(node, dict):
-                return {k: build(node[k]) for k in sorted(node)}
+                return {k: build(node[k], path + (k,)) for k in sorted(node)}
             if isinstance(node, list):
-                return tuple(build(item) for item in node)
+                items = [build(item, path + (i,)) for i, item in enumerate(node)]
+                namedtuple = self.namedtuples.get(path)
+                return namedtuple(*items) if namedtuple else tuple(items)
             return by_name[node]
 
-        return build(self.structure)
+        return build(self.structure, ())
 
     def _decode_feature(self, f: _Feature, parsed: dict, checks: _Checks):
         """Mirror of `_encode_streams`. Adds what one component's parsed keys must satisfy to

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -242,6 +243,23 @@ def test_inspect_shows_tensor_names_where_the_header_has_them(tmp_path):
     assert next(line for line in lines if line.startswith("z ")).endswith('0  ""')
     info = json.loads(run("inspect", path, "--json").stdout)
     assert [f["tensor_name"] for f in info["features"]] == ["my x", None, ""]
+
+
+def test_inspect_shows_namedtuples_by_name_and_field(tmp_path):
+    """A namedtuple of the element shows as `Name(field=...)` in inspect's structure, and its
+    entry in the JSON; a header without one has no such entry."""
+    Point = collections.namedtuple("Point", "x y")
+    path = str(tmp_path / "points.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensor_slices(
+        ({"p": Point([1, 2], [3.0, 4.0])}, [5, 6])), path)
+    result = run("inspect", path)
+    assert result.returncode == 0, result.stderr
+    assert "\nstructure: ({p: Point(x=0/p/0, y=0/p/1)}, 1)\n" in result.stdout, result.stdout
+    assert "version 5;" in result.stdout
+    info = json.loads(run("inspect", path, "--json").stdout)
+    assert info["namedtuples"] == [{"path": [0, "p"], "name": "Point", "fields": ["x", "y"]}]
+    super_serial.save(tf.data.Dataset.from_tensor_slices(([1, 2], [5, 6])), path)
+    assert "namedtuples" not in json.loads(run("inspect", path, "--json").stdout)
 
 
 def test_inspect_and_head_show_sparse_components(tmp_path):

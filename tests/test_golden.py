@@ -144,6 +144,7 @@ RECORDS_SHA256 = {
     2: "a717d7ae5ab159c7cbef65d5aa47bdbbec0294d716ba66cd259ec2ac8b4928d7",
     3: "9c2b1338173c2137dae8397b5b9dcf2aec3276f76280efe4614e6ecc611b7ce7",
     4: "1c06ce55f5ae0f31a26546713b4299b6c1758e71efa8a63a535d4a56a0b7a805",
+    5: "77fd5d2df753bcc747dcf93ce94a2fbaee593e520c3f23181a381a7fa857d04c",
 }
 VERSIONS = sorted(RECORDS_SHA256)
 V1_HEADER = (
@@ -419,6 +420,17 @@ V4_SPARSE_ENTRY = (
     '    sparse: true\n'
 )
 V4_HEADER_SHA256 = "74250653d405cc372b8aafd423b4a85d76f512fa2f07361c8f62dee0f443dadc"
+# Version 5's adds the namedtuples (and the Span's features): the entry, then its bytes.
+V5_NAMEDTUPLES_ENTRY = (
+    'namedtuples:\n'
+    '- fields: [features, label]\n'
+    '  name: Labeled\n'
+    '  path: []\n'
+    '- fields: [start, stop]\n'
+    '  name: Span\n'
+    '  path: [0, span]\n'
+)
+V5_HEADER_SHA256 = "2acbc76cff503ed58913df234756d1ec28954184ecbf6a0fb4f9329c1006ecea"
 HEADERS = {1: V1_HEADER, 2: V2_HEADER, 3: V3_HEADER}
 
 
@@ -452,9 +464,13 @@ def test_golden_header_bytes_are_pinned(version):
     text = (_folder(version) / "golden.tfrecord.header.yaml").read_text(encoding="utf-8")
     if version in HEADERS:
         assert text == HEADERS[version]
-    else:
+    elif version == 4:
         assert V4_SPARSE_ENTRY in text and text.endswith("\nversion: 4\n")
         assert hashlib.sha256(text.encode()).hexdigest() == V4_HEADER_SHA256
+    else:
+        assert V4_SPARSE_ENTRY in text and V5_NAMEDTUPLES_ENTRY in text
+        assert text.endswith("\nversion: 5\n")
+        assert hashlib.sha256(text.encode()).hexdigest() == V5_HEADER_SHA256
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -470,6 +486,15 @@ def test_save_writes_the_newest_golden_bytes(tmp_path):
         assert (tmp_path / name).read_bytes() == (_folder(VERSIONS[-1]) / name).read_bytes(), (
             f"{name}: save() no longer writes the v{VERSIONS[-1]} golden bytes"
         )
+
+
+def test_save_writes_version_4_bytes_without_a_namedtuple(tmp_path):
+    """Without a namedtuple, today's save writes exactly version 4's files, which readers of
+    version 4 read."""
+    path = str(tmp_path / "golden.tfrecord")
+    super_serial.save(_make_golden().golden_dataset(4), path)
+    for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
+        assert (tmp_path / name).read_bytes() == (_folder(4) / name).read_bytes(), name
 
 
 def test_save_writes_version_3_bytes_without_a_sparse_feature(tmp_path):
@@ -568,6 +593,16 @@ def test_golden_files_load_expected_values(version):
         assert sparse.dense_shape.numpy().tolist() == [2, 3]
         assert elements[1][0]["sparse"].values.shape == (0,)
         assert elements[3][0]["sparse"].dense_shape.numpy().tolist() == [4, 3]
+    if version >= 5:
+        assert type(elements[0]).__name__ == "Labeled"
+        assert type(elements[0])._fields == ("features", "label")
+        assert elements[0].label.numpy() == 0
+        span = elements[3].features["span"]
+        assert type(span).__name__ == "Span" and type(span)._fields == ("start", "stop")
+        assert (span.start.numpy(), span.stop.numpy()) == (2**31 - 1, -(2**31))
+        assert span.start.dtype == tf.int32
+    else:
+        assert type(elements[0]) is tuple
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import re
 import time
@@ -173,7 +174,7 @@ HUGE = 2**63  # one more than int64 holds
 
 FIELD_EDITS = {
     # name: (edit, the field the message must name)
-    "version_unknown": (setter("version", value=5), "version"),
+    "version_unknown": (setter("version", value=core.FORMAT_VERSION + 1), "version"),
     "version_zero": (setter("version", value=0), "version"),
     "version_str": (setter("version", value="1"), "version"),
     "version_bool": (setter("version", value=True), "version"),
@@ -671,3 +672,59 @@ def test_absurd_legacy_shapes_fail_in_load(saved, dtype, shape, refusal):
     tfrecord_path, header_path, _ = saved
     write(header_path, {"y": {"shape": shape, "dtype": dtype.as_datatype_enum}})
     assert_refused(tfrecord_path, header_path, refusal)
+
+
+Point = collections.namedtuple("Point", "x y")
+
+
+@pytest.fixture(scope="module")
+def pristine_namedtuples(tmp_path_factory):
+    """A save whose element is `(Point(x, y), {"p": Point(x, y)})`: a header of version 5."""
+    element = (Point(np.arange(N), np.arange(N) / 2), {"p": Point(np.arange(N), [b"a"] * N)})
+    return save_pair(tmp_path_factory.mktemp("namedtuples"),
+                     tf.data.Dataset.from_tensor_slices(element))
+
+
+NAMEDTUPLE_EDITS = {
+    "version_4": (setter("version", value=4), "namedtuples", "namedtuples need format version 5"),
+    "not_a_list": (setter("namedtuples", value={"path": []}), "namedtuples", "expected a list"),
+    "entry_not_mapping": (setter("namedtuples", 0, value="Point"), r"namedtuples\[0\]",
+                          "expected a mapping"),
+    "name_missing": (setter("namedtuples", 0, "name", delete=True), r"namedtuples\[0\]\.name",
+                     "missing"),
+    "name_not_python": (setter("namedtuples", 0, "name", value="a point"),
+                        r"namedtuples\[0\]\.name", "cannot name a namedtuple"),
+    "name_keyword": (setter("namedtuples", 0, "name", value="class"), r"namedtuples\[0\]\.name",
+                     "cannot name a namedtuple"),
+    "field_underscore": (setter("namedtuples", 0, "fields", value=["x", "_y"]),
+                         r"namedtuples\[0\]\.fields", "cannot name a namedtuple's field"),
+    "field_not_text": (setter("namedtuples", 0, "fields", value=["x", 2]),
+                       r"namedtuples\[0\]\.fields", "cannot name a namedtuple's field"),
+    "field_twice": (setter("namedtuples", 0, "fields", value=["x", "x"]),
+                    r"namedtuples\[0\]\.fields", "a field is named twice"),
+    "fields_too_few": (setter("namedtuples", 0, "fields", value=["x"]),
+                       r"namedtuples\[0\]\.fields", "1 fields for a tuple of 2"),
+    "path_to_a_leaf": (setter("namedtuples", 0, "path", value=[0, 0]), r"namedtuples\[0\]\.path",
+                       "leads to no tuple"),
+    "path_to_a_dict": (setter("namedtuples", 0, "path", value=[1]), r"namedtuples\[0\]\.path",
+                       "leads to no tuple"),
+    "path_out_of_range": (setter("namedtuples", 0, "path", value=[2]),
+                          r"namedtuples\[0\]\.path", "leads to no tuple"),
+    "path_bool_index": (setter("namedtuples", 0, "path", value=[True, "p"]),
+                        r"namedtuples\[0\]\.path", "leads to no tuple"),
+    "path_text_index": (setter("namedtuples", 0, "path", value=["0"]), r"namedtuples\[0\]\.path",
+                        "leads to no tuple"),
+    "path_twice": (setter("namedtuples", 1, "path", value=[0]), "namedtuples",
+                   "a path is listed twice"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMEDTUPLE_EDITS))
+def test_invalid_namedtuples(paths, pristine_namedtuples, name):
+    tfrecord_path, header_path = copy_pair(pristine_namedtuples, paths)
+    header = yaml.safe_load(Path(header_path).read_text())
+    assert [n["path"] for n in header["namedtuples"]] == [[0], [1, "p"]]
+    change, field, problem = NAMEDTUPLE_EDITS[name]
+    change(header)
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path, rf"field '({field})[^']*': .*{problem}")

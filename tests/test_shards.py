@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import sys
@@ -445,6 +446,21 @@ def test_merge_rejects_mismatched_part(tmp_path, small_blocks, change, kwargs, p
     with pytest.raises(SchemaError, match=re.escape(bad) + f".*({problem})"):
         merge([good, bad], str(tmp_path / "data.tfrecord"))
     assert sorted(os.listdir(tmp_path)) == before  # no header, no temporary file
+
+
+def test_merge_keeps_namedtuples_and_refuses_parts_without_them(tmp_path):
+    Point = collections.namedtuple("Point", "x y")
+    parts = [str(tmp_path / f"data.tfrecord-part{i}") for i in range(3)]
+    save(tf.data.Dataset.from_tensor_slices(Point([1, 2], [3.0, 4.0])), parts[0])
+    save(tf.data.Dataset.from_tensor_slices(Point([5], [6.0])), parts[1])
+    save(tf.data.Dataset.from_tensor_slices(([5], [6.0])), parts[2])  # a plain tuple
+    header = merge(parts[:2], str(tmp_path / "data.tfrecord"))
+    assert header["namedtuples"] == [{"path": [], "name": "Point", "fields": ["x", "y"]}]
+    loaded = list(load(str(tmp_path / "data.tfrecord")))
+    assert [type(e).__name__ for e in loaded] == ["Point"] * 3
+    assert [int(e.x) for e in loaded] == [1, 2, 5]
+    with pytest.raises(SchemaError, match="part2: its namedtuples differ from those of .*part0"):
+        merge([parts[0], parts[2]], str(tmp_path / "other.tfrecord"))
 
 
 def test_merge_names_a_tensor_name_that_differs(tmp_path):

@@ -1,4 +1,4 @@
-"""Writes the committed golden files of the current format version (v4):
+"""Writes the committed golden files of the current format version (v5):
 `python tests/golden/make_golden.py`.
 
 Run it only when deliberately creating the files of a new format version (into a new folder);
@@ -8,6 +8,7 @@ reads them, and the files of every earlier version, back to `golden_dataset(vers
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 from pathlib import Path
@@ -17,7 +18,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-VERSION = 4
+VERSION = 5
+# From version 5: the element `Labeled(features, label)`, and a `Span` among the features
+Labeled = collections.namedtuple("Labeled", "features label")
+Span = collections.namedtuple("Span", "start stop")
 GOLDEN_DIR = Path(__file__).resolve().parent / f"v{VERSION}"
 TFRECORD_NAME = "golden.tfrecord"  # header: golden.tfrecord.header.yaml (the default name)
 
@@ -26,7 +30,8 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
     """4 elements of `(features, label)`: several dtypes, an unknown-shape and a ragged part;
     from version 2 also a uint8 image, which version 2 stores raw; from version 3 int16 and
     uint16 values, which version 3 stores raw; from version 4 a sparse tensor (its indices
-    in no particular order), which version 4 stores."""
+    in no particular order), which version 4 stores; from version 5 namedtuples: the
+    element is `Labeled(features, label)`, and the features hold a `Span(start, stop)`."""
     f64 = np.array([[0.1, 1e300], [-0.0, 5e-324], [np.inf, -np.inf], [1 / 3, -2.5]], np.float64)
     f64[3, 1] = np.array(0x7FF8000000000001, np.uint64).view(np.float64)  # NaN with a payload
     f32 = np.array([0x7FC00001, 0x80000000, 0x3DCCCCCD, 0x00000001], np.uint32).view(np.float32)
@@ -67,8 +72,13 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
         **({"sparse": tf.data.Dataset.from_generator(
             lambda: iter(sparse), output_signature=tf.SparseTensorSpec([None, 3], tf.float64))}
            if version >= 4 else {}),
+        **({"span": tf.data.Dataset.from_tensor_slices(
+            Span(np.array([0, 5, -1, 2**31 - 1], np.int32), np.array([3, 5, 0, -(2**31)],
+                                                                      np.int32)))}
+           if version >= 5 else {}),
     })
-    return tf.data.Dataset.zip((features, tf.data.Dataset.from_tensor_slices(label)))
+    element = Labeled if version >= 5 else lambda *parts: parts
+    return tf.data.Dataset.zip(element(features, tf.data.Dataset.from_tensor_slices(label)))
 
 
 def main(folder: Path = GOLDEN_DIR) -> None:
