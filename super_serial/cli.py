@@ -494,11 +494,13 @@ def _verify(args) -> int:
 def _head(args) -> int:
     import tensorflow as tf
 
-    import super_serial
+    from super_serial import core
 
     header_path = _header_path(args)
-    names = [_name(name) for name in _read_header(args, header_path)["features"]]
-    dataset = super_serial.load(args.path, header_path).take(args.num)
+    # One read of the header for the names and the records, whatever a save does meanwhile
+    checked = core._checked_header(header_path, args.path)
+    names = [_name(feature.name) for feature in checked[0].features]
+    dataset = core._load(args.path, header_path, checked=checked).take(args.num)
     shown = 0
     for index, element in _not_an_example_named(dataset, args.path, header_path):
         print(f"element {index}")

@@ -651,27 +651,38 @@ def _header_bytes(header_path: str, tfrecord_path: str | None) -> bytes:
     the wait says so. A header put in place between the two looks (missing, then no
     temporaries) is read too: each temporary goes as the header comes.
     """
-    deadline = None
+    deadline, refusals = None, 0
     while True:
+        refused = None
         if tf.io.gfile.exists(header_path):
             try:
                 with tf.io.gfile.GFile(header_path, "rb") as f:
                     return f.read(_MAX_HEADER_BYTES + 1)
-            except tf.errors.NotFoundError:
-                pass  # moved aside by a save since it was looked for
+            except tf.errors.NotFoundError as e:  # moved aside since it was looked for; or
+                refused = e  # there but no file that opens (a socket)
             except tf.errors.OpError as e:
-                if tf.io.gfile.isdir(header_path):  # TensorFlow's: "<path>; Is a directory"
-                    raise HeaderError(f"{header_path}: a folder, not a header file") from None
-                raise HeaderError(f"{header_path}: cannot read header: {e.message}") from None
+                _cannot_read_header(header_path, e)
         placing = _placing(header_path)
         now = time.monotonic()
         deadline = now + _PLACING_WAIT if deadline is None else deadline
-        if now < deadline and (placing or tf.io.gfile.exists(header_path)):
-            if placing:
-                time.sleep(0.005)
+        if placing and now < deadline:
+            time.sleep(0.005)
             continue
+        if refused is not None and not placing:
+            refusals += 1  # once more, for a header put in place since; then it is refused
+            if refusals > 1 or now >= deadline:
+                _cannot_read_header(header_path, refused)
+            continue
+        if not placing and now < deadline and tf.io.gfile.exists(header_path):
+            continue  # put in place between the two looks
         hint = _misnamed(tfrecord_path, header_path) or _interrupted(placing)
         raise HeaderError(f"{header_path}: header file not found{hint}")
+
+
+def _cannot_read_header(header_path: str, error: tf.errors.OpError):
+    if tf.io.gfile.isdir(header_path):  # TensorFlow's message: "<path>; Is a directory"
+        raise HeaderError(f"{header_path}: a folder, not a header file") from None
+    raise HeaderError(f"{header_path}: cannot read header: {error.message}") from None
 
 
 def _placing(header_path: str) -> set:
@@ -703,7 +714,8 @@ def _interrupted(placing: set) -> str:
     hint = (f"; a save there is still putting its files in place after {_PLACING_WAIT:g} s "
             "(try again in a moment), or was interrupted while it did")
     if ".old" not in placing:
-        return hint + ": then it left its new files as hidden '.<name>.<token>.tmp*'"
+        return hint + (": then its new header was not put in place (it is beside it as a "
+                       "hidden '.<name>.<token>.tmp')")
     return hint + (": then the previous files are beside it as hidden "
                    "'.<name>.<token>.tmp.old' (once no save runs there, rename them back to "
                    "recover that dataset)")
@@ -4016,7 +4028,9 @@ def load(
 
 def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
           drop_remainder=False, shuffle_files=False, seed=None, deterministic=True,
-          check_ranges=False) -> tf.data.Dataset:
+          check_ranges=False, checked: tuple | None = None) -> tf.data.Dataset:
+    """`load`; `checked`: the header and paths of `_checked_header`, where the caller has
+    read them already (and reports on that header: one read, whatever a save does since)."""
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
@@ -4041,7 +4055,7 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
     if drop_remainder and batch_size is None:
         raise ValueError("drop_remainder=True drops the last batch of batch_size=, and does "
                          "nothing without it; for load(...).batch(n), pass it to .batch")
-    header, paths = _checked_header(header_path, tfrecord_path)
+    header, paths = checked or _checked_header(header_path, tfrecord_path)
     reading = _Reading(
         one_file=len(paths) == 1 and not shuffle_files, shuffle_files=shuffle_files,
         parallel=header.layout == "round_robin" or not deterministic,
@@ -4984,7 +4998,9 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
     progress = _flag(progress, "progress")
-    header = _read_header(header_path, tfrecord_path)
+    # One read of the header for the records checked and the summary, whatever a save in
+    # another process puts in place meanwhile
+    header, paths = _checked_header(header_path, tfrecord_path)
     # About _TARGET_BLOCK_BYTES at a time, by the records' size on disk where the header
     # gives it, and at least a block: batches of at least 256 records read 128 MB at once
     # where a block was 8 records of 500 kB, and batches of a block read 3 records at a time
@@ -4994,8 +5010,8 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     batch = header.block_records
     if header.num_records and total_bytes is not None:
         batch = max(batch, _records_per_block(total_bytes // header.num_records, 1024))
-    dataset = _load(tfrecord_path, header_path, batch_size=batch,
-                    check_ranges=True).with_options(_OWN_PIPELINE)
+    dataset = _load(tfrecord_path, header_path, batch_size=batch, check_ranges=True,
+                    checked=(header, paths)).with_options(_OWN_PIPELINE)
     # Bytes checked are estimated from records checked: records of a file are read in order.
     meter = _Progress("verify", "records", header.num_records, enabled=progress)
     count = 0
@@ -5010,7 +5026,6 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
         raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
     finally:
         meter.close()
-    paths = _shard_paths(header, tfrecord_path)
     if header.compression:
         _check_read_to_end(paths, header.compression, header.block_records)
     return {"num_records": count, "files": paths, "header": header.to_yaml()}

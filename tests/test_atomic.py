@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -22,6 +23,7 @@ from conftest import assert_same_elements
 from super_serial import (
     CorruptDataError,
     SuperSerialError,
+    cli,
     core,
     load,
     merge,
@@ -786,7 +788,73 @@ def test_a_save_killed_while_putting_its_files_in_place_is_waited_for_then_named
     if left:
         assert "the previous files are beside it as hidden '.<name>.<token>.tmp.old'" in message
     else:
-        assert "it left its new files as hidden '.<name>.<token>.tmp*'" in message
+        assert "its new header was not put in place (it is beside it as a hidden " \
+               "'.<name>.<token>.tmp')" in message
+
+
+def test_a_header_that_is_there_but_does_not_open_is_refused_at_once(tmp_path):
+    """A socket at the header's path: TensorFlow says "not found" as it opens it, as for a
+    header moved aside by a save, but nothing of a save is beside it; looked at once more,
+    it is refused with TensorFlow's reason, not waited for and called missing."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(3), tfrecord_path)
+    header_path = tfrecord_path + ".header.yaml"
+    os.remove(header_path)
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(header_path)
+        began = time.monotonic()
+        with pytest.raises(core.HeaderError) as refused:
+            load(tfrecord_path)
+        assert time.monotonic() - began < 1.0
+    assert str(refused.value).startswith(f"{header_path}: cannot read header: "), refused.value
+
+
+def _save_after_first_header_read(monkeypatch, tfrecord_path, dataset):
+    """Saves `dataset` at `tfrecord_path` right after the first header read that follows, as
+    a save in another process could between a reader's reads."""
+    real_read, saved = core._read_header, []
+
+    def read_then_save(*args, **kwargs):
+        header = real_read(*args, **kwargs)
+        if not saved:
+            saved.append(True)
+            save(dataset, tfrecord_path, num_shards=2)
+        return header
+
+    monkeypatch.setattr(core, "_read_header", read_then_save)
+    return saved
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP"])
+def test_verify_reports_on_the_one_header_whose_records_it_checked(tmp_path, monkeypatch,
+                                                                     compression):
+    """A save lands after verify's first read of the header: its count, files and header are
+    all of one save; it read the header twice, and gave the new count beside the old header
+    and files, or failed on the old files with GZIP."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(40), tfrecord_path, num_shards=3, compression=compression)
+    saved = _save_after_first_header_read(monkeypatch, tfrecord_path, wide(7, offset=1.0))
+    summary = verify(tfrecord_path)
+    monkeypatch.undo()
+    assert saved
+    assert summary["num_records"] == summary["header"]["num_records"] == 7
+    assert [Path(f).name for f in summary["files"]] == [
+        s["file"] for s in summary["header"]["shards"]]
+    assert all(Path(f).exists() for f in summary["files"])
+
+
+def test_head_names_the_features_of_the_header_whose_records_it_shows(tmp_path, monkeypatch,
+                                                                      capsys):
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(tf.data.Dataset.from_tensor_slices({"label": [b"png1"], "score": [7]}), tfrecord_path)
+    _save_after_first_header_read(
+        monkeypatch, tfrecord_path,
+        tf.data.Dataset.from_tensor_slices({"name": [b"cat"], "weight": [2.5]}))
+    assert cli.main(["head", tfrecord_path]) == 0
+    monkeypatch.undo()
+    out = capsys.readouterr().out
+    assert re.search(r"^  name +string +b'cat'$", out, re.M), out
+    assert re.search(r"^  weight +float32 +2.5$", out, re.M), out
 
 
 def test_a_missing_header_with_no_save_under_way_is_not_waited_for(tmp_path, monkeypatch):
