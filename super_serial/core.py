@@ -343,8 +343,9 @@ class _NamedTuple:
 @functools.lru_cache(maxsize=256)
 def _namedtuple_type(name: str, fields: tuple) -> type:
     """One type for each name and fields, so that every load of them gives the same
-    element_spec."""
-    return collections.namedtuple(name, fields)
+    element_spec. `rename=True` takes fields as such a type names them (`_1` for its second
+    field where the names it was given were not all Python names)."""
+    return collections.namedtuple(name, fields, rename=True)
 
 
 def _format_version(features, namedtuples=()) -> int:
@@ -856,8 +857,8 @@ class _HeaderParser:
             fields = self.get(entry, "fields", f"{field}.fields", list)
             if not _python_name(name):
                 self.fail(f"{field}.name", f"{_short(name)} cannot name a namedtuple")
-            for item in fields:
-                if not _python_name(item) or item.startswith("_"):
+            for index, item in enumerate(fields):
+                if not _python_name(item) or item.startswith("_") and item != f"_{index}":
                     self.fail(f"{field}.fields", f"{_short(item)} cannot name a namedtuple's "
                                                  "field")
             if len(set(fields)) != len(fields):

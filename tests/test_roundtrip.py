@@ -1229,6 +1229,8 @@ NAMEDTUPLE_CASES = {
     "ragged and sparse fields": lambda: tf.data.Dataset.from_tensor_slices(Point(
         tf.ragged.constant([[1, 2], [], [3]]),
         tf.sparse.from_dense(np.array([[0, 1.5], [0, 0], [2.5, 0]], np.float32)))),
+    "fields renamed by the type (a, _1)": lambda: tf.data.Dataset.from_tensor_slices(
+        collections.namedtuple("Renamed", ["a", "def"], rename=True)([1, 2], [3, 4])),
     "unknown shapes": lambda: generated(
         [Point(np.arange(i, dtype=np.float64), np.int64(i)) for i in range(3)],
         Point(tf.TensorSpec([None], tf.float64), tf.TensorSpec([], tf.int64))),
