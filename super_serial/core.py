@@ -340,7 +340,7 @@ class _NamedTuple:
         return {"path": list(self.path), "name": self.name, "fields": list(self.fields)}
 
 
-@functools.lru_cache(maxsize=256)
+@functools.cache  # unbounded: one type for each name and fields, however many are loaded
 def _namedtuple_type(name: str, fields: tuple) -> type:
     """One type for each name and fields, so that every load of them gives the same
     element_spec. `rename=True` takes fields as such a type names them (`_1` for its second
@@ -454,6 +454,16 @@ def _is_namedtuple(value) -> bool:
     fields = getattr(type(value), "_fields", None)
     return isinstance(value, tuple) and isinstance(fields, tuple) and all(
         isinstance(f, str) for f in fields)
+
+
+def _tuple_paths(node, path: tuple) -> list:
+    """The paths of the tuples (lists) of a header's structure, depth first, each before
+    what it holds: the order in which `_schema_from_spec` finds namedtuples."""
+    if isinstance(node, dict):
+        return [p for key in sorted(node, key=str) for p in _tuple_paths(node[key], path + (key,))]
+    if isinstance(node, list):
+        return [path] + [p for i, item in enumerate(node) for p in _tuple_paths(item, path + (i,))]
+    return []
 
 
 def _python_name(text) -> bool:
@@ -877,10 +887,16 @@ class _HeaderParser:
             if len(fields) != len(node):
                 self.fail(f"{field}.fields", f"{len(fields)} fields for a tuple of "
                                              f"{len(node)} in 'structure'")
+            try:  # as load makes it: Python reads names as NFKC, so "\ufb01" and "fi" clash
+                _namedtuple_type(name, tuple(fields))
+            except (SyntaxError, ValueError, TypeError) as e:
+                self.fail(f"{field}.fields", f"no namedtuple type has these fields ({e})")
             out.append(_NamedTuple(tuple(path), name, tuple(fields)))
         if len({n.path for n in out}) != len(out):
             self.fail("namedtuples", "a path is listed twice")
-        return tuple(out)
+        # In the order save lists them (the structure's, depth first), whatever the header's
+        order = {path: i for i, path in enumerate(_tuple_paths(structure, ()))}
+        return tuple(sorted(out, key=lambda n: order[n.path]))
 
     def parse_structure(self, node, field, path) -> list:
         if isinstance(node, str):
@@ -3858,6 +3874,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
             if getattr(header, what) != getattr(first, what):
                 where = _features_difference(header.features, first.features) if (
                     what == "features") else ""
+                if what == "namedtuples" and not (header.namedtuples and first.namedtuples):
+                    where = " (this part has none)" if first.namedtuples else (
+                        " (that one has none)")
                 differ = "differs from that" if what in ("structure", "compression") else (
                     "differ from those")
                 raise SchemaError(f"{part}: its {what} {differ} of {parts[0]}{where}")

@@ -19,6 +19,7 @@ from super_serial import (
     HeaderError,
     core,
     load,
+    merge,
     read_header,
     save,
     verify,
@@ -716,6 +717,10 @@ NAMEDTUPLE_EDITS = {
                         "leads to no tuple"),
     "path_twice": (setter("namedtuples", 1, "path", value=[0]), "namedtuples",
                    "a path is listed twice"),
+    # two strings that Python reads as one name (NFKC): no type can have both
+    "fields_alike_to_python": (setter("namedtuples", 0, "fields", value=["\ufb01", "fi"]),
+                               r"namedtuples\[0\]\.fields",
+                               "no namedtuple type has these fields .*duplicate argument"),
 }
 
 
@@ -728,3 +733,27 @@ def test_invalid_namedtuples(paths, pristine_namedtuples, name):
     change(header)
     write(header_path, header)
     assert_header_error(tfrecord_path, header_path, rf"field '({field})[^']*': .*{problem}")
+
+
+def test_namedtuples_listed_in_another_order_read_as_save_lists_them(paths, pristine_namedtuples,
+                                                                     tmp_path):
+    """The order of the header's entries says nothing: read in the order save writes them
+    (the structure's, depth first), so that merge takes such a header's part for the same
+    schema."""
+    tfrecord_path, header_path = copy_pair(pristine_namedtuples, paths)
+    header = yaml.safe_load(Path(header_path).read_text())
+    header["namedtuples"].reverse()
+    write(header_path, header)
+    assert read_header(header_path)["namedtuples"] == yaml.safe_load(
+        (pristine_namedtuples / "data.header.yaml").read_text())["namedtuples"]
+    merged = str(tmp_path / "merged" / "data.tfrecord")
+    parts = []
+    for i, source in enumerate((pristine_namedtuples, Path(header_path).parent)):
+        part = tmp_path / "merged" / f"data.tfrecord-part{i}"
+        part.parent.mkdir(exist_ok=True)
+        part.write_bytes((source / Path(tfrecord_path).name).read_bytes())
+        header = yaml.safe_load((source / Path(header_path).name).read_text())
+        header["shards"][0]["file"] = part.name
+        write(str(part) + ".header.yaml", header)
+        parts.append(str(part))
+    assert merge(parts, merged)["num_records"] == 2 * N

@@ -1268,6 +1268,17 @@ def test_namedtuple_types_are_shared_by_loads(paths):
     tf.nest.assert_same_structure(first.element_spec, again.element_spec, check_types=True)
 
 
+def test_namedtuple_types_stay_one_for_each_name_and_fields_however_many(paths):
+    """300 types in one element, loaded twice (into two pipelines): the same 300 types (no
+    cache bound drops one)."""
+    types = [collections.namedtuple(f"T{i}", "v") for i in range(300)]
+    dataset = tf.data.Dataset.from_tensor_slices({f"k{i:03}": t([i]) for i, t in enumerate(types)})
+    first, again = roundtrip(dataset, paths), super_serial.load(*paths, batch_size=2)
+    assert all(type(first.element_spec[k]) is type(again.element_spec[k])
+               for k in first.element_spec)
+    assert len({type(s) for s in first.element_spec.values()}) == 300
+
+
 def test_namedtuple_header_and_records(paths):
     """The header lists each namedtuple's place in the structure, its name and its fields;
     its features are those of a plain tuple, so are the records: a tuple's element saves the
