@@ -448,7 +448,7 @@ def test_encode_records_matches_protobuf(sliced, data, n):
     spec["j_rag"] = tf.RaggedTensorSpec([None, None], tf.int64, 1)
     dataset = tf.data.Dataset.from_generator(lambda: iter(elements), output_signature=spec)
 
-    features, _ = core._schema_from_spec(dataset.element_spec)
+    features = core._schema_from_spec(dataset.element_spec)[0]
     records = []
     with unittest.mock.patch.object(core, "_SLICED", sliced[0]), \
             unittest.mock.patch.object(core, "_SLICED_TOTAL", sliced[1]):
@@ -487,7 +487,7 @@ def test_lists_of_a_few_dozen_values_are_sliced_where_they_make_much_of_a_record
     path = str(tmp_path / "lists.tfrecord")
     super_serial.save(dataset, path)
     assert seen and all(n == (lists if lists > 1 else 0) for n in seen), seen
-    features, _ = core._schema_from_spec(dataset.element_spec)
+    features = core._schema_from_spec(dataset.element_spec)[0]
     records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
     assert [tf.train.Example.FromString(r) for r in records] == [
         _slow_example(features, element) for element in dataset]
@@ -715,7 +715,7 @@ def test_long_strings_are_written_as_they_are(monkeypatch, tmp_path):
     path = str(tmp_path / "long.tfrecord")
     super_serial.save(dataset, path)
     assert made == [len(strings)]
-    features, _ = core._schema_from_spec(dataset.element_spec)
+    features = core._schema_from_spec(dataset.element_spec)[0]
     records = [r.numpy() for r in tf.data.TFRecordDataset(path)]
     assert [tf.train.Example.FromString(r) for r in records] == [
         _slow_example(features, element) for element in dataset]
@@ -796,7 +796,7 @@ def test_lists_of_long_strings_roundtrip(monkeypatch, tmp_path):
             super_serial.save(dataset, path, **options)
             assert made and not encoded, name
             _assert_same(dataset, list(super_serial.load(path)))
-        features, _ = core._schema_from_spec(dataset.element_spec)
+        features = core._schema_from_spec(dataset.element_spec)[0]
         records = [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / f"{name}0.tfrecord"))]
         assert [tf.train.Example.FromString(r) for r in records] == [
             _slow_example(features, element) for element in dataset], name

@@ -165,7 +165,7 @@ def test_length_crcs_are_crc32c_of_the_little_endian_lengths():
 ], ids=["bytes", "pieces", "long strings"])
 def test_encoded_sizes_are_the_records_sizes(elements):
     dataset = tf.data.Dataset.from_tensor_slices(elements)
-    features, _ = core._schema_from_spec(dataset.element_spec)
+    features = core._schema_from_spec(dataset.element_spec)[0]
     leaves = next(iter(core._batches_for_encoding(dataset, features, 3)))
     records, sizes = core._encode_records(features, leaves, 3)
     assert sizes.dtype == np.int64
@@ -197,7 +197,7 @@ DATASETS = {"tabular": (tabular, 3000), "ragged": (ragged, 200), "images": (imag
 
 
 def test_records_with_wide_features_are_pieces_of_the_batch():
-    features, _ = core._schema_from_spec(images(4).element_spec)
+    features = core._schema_from_spec(images(4).element_spec)[0]
     leaves = next(iter(core._batches_for_encoding(images(4), features, 4)))
     records, _ = core._encode_records(features, leaves, 4)
     assert all(type(r) is tuple and len(r) > 1 for r in records)
