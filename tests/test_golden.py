@@ -488,22 +488,15 @@ def test_save_writes_the_newest_golden_bytes(tmp_path):
         )
 
 
-def test_save_writes_version_4_bytes_without_a_namedtuple(tmp_path):
-    """Without a namedtuple, today's save writes exactly version 4's files, which readers of
-    version 4 read."""
-    path = str(tmp_path / "golden.tfrecord")
-    super_serial.save(_make_golden().golden_dataset(4), path)
-    for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
-        assert (tmp_path / name).read_bytes() == (_folder(4) / name).read_bytes(), name
-
-
-def test_save_writes_version_3_bytes_without_a_sparse_feature(tmp_path):
+@pytest.mark.parametrize("version", [3, 4])
+def test_save_writes_earlier_version_bytes_without_what_later_ones_added(tmp_path, version):
     """A header says the lowest version that reads it: without a sparse feature, today's save
-    writes exactly version 3's files, which readers of version 3 read."""
+    writes exactly version 3's files, and without a namedtuple version 4's, which readers of
+    those versions read."""
     path = str(tmp_path / "golden.tfrecord")
-    super_serial.save(_make_golden().golden_dataset(3), path)
+    super_serial.save(_make_golden().golden_dataset(version), path)
     for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
-        assert (tmp_path / name).read_bytes() == (_folder(3) / name).read_bytes(), name
+        assert (tmp_path / name).read_bytes() == (_folder(version) / name).read_bytes(), name
 
 
 def test_v1_stored_8_bit_ints_as_int64_and_v2_stores_them_raw():
