@@ -619,7 +619,7 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         finally:
             loader.dispose()
     except yaml.YAMLError as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        reason = _yaml_reason(e)
         if isinstance(e, yaml.constructor.ConstructorError):
             reason = "YAML tags are not allowed in a header (" + str(e.problem) + ")"
         raise HeaderError(f"{header_path}: not a valid header: {reason}") from None
@@ -627,6 +627,18 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         raise HeaderError(f"{header_path}: not a valid header: {e}") from None
     base = _basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
+
+
+def _yaml_reason(error: yaml.YAMLError) -> str:
+    """PyYAML's reason for refusing a text, on one line: where (line and column, from 1) and
+    what it found, as "line 5, column 1: found character '\\t' that cannot start any token";
+    its first line where it has no such parts."""
+    problem, mark = getattr(error, "problem", None), getattr(error, "problem_mark", None)
+    if not problem:
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context = getattr(error, "context", None)
+    return where + problem + (f" ({context})" if context else "")
 
 
 def _misnamed(tfrecord_path: str | None, header_path: str) -> str:
@@ -1089,7 +1101,8 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
     except HeaderError as e:
         raise SchemaError(f"{e} (load could not read it back)") from None
     except (yaml.YAMLError, ValueError) as e:  # a lone surrogate in a key, say
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        reason = _yaml_reason(e) if isinstance(e, yaml.YAMLError) else str(e) or type(
+            e).__name__
         raise SchemaError(f"{source} could not be written as UTF-8 YAML: {reason}") from None
     except RecursionError:  # PyYAML recurses through nested dicts and tuples
         deepest = max(header.features, key=lambda f: len(f.path))

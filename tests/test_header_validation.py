@@ -492,6 +492,32 @@ def test_not_a_header(saved, name):
     assert time.perf_counter() - start < 5, "rejecting a 100 KB header took over 5 s"
 
 
+@pytest.mark.parametrize("edit", ["tab", "unclosed", "indent"])
+def test_yaml_syntax_errors_say_where_and_what(saved, yaml_loader, edit):
+    """PyYAML's reason and where it found it, not only its first line ("while scanning for the
+    next token")."""
+    tfrecord_path, header_path, _ = saved
+    lines = Path(header_path).read_text().splitlines(keepends=True)
+    if edit == "tab":  # a tab can start no token
+        at = next(i for i, line in enumerate(lines) if line == "  s:\n")
+        lines[at] = "\ts:\n"
+    elif edit == "unclosed":
+        at = next(i for i, line in enumerate(lines) if line.startswith("structure: {"))
+        lines[at] = lines[at].replace("}", "")
+    else:
+        at = next(i for i, line in enumerate(lines) if line == "    dtype: int32\n")
+        lines[at] = "      dtype: int32\n"
+    write(header_path, "".join(lines))
+    for call in (lambda: read_header(header_path), lambda: load(tfrecord_path, header_path)):
+        with pytest.raises(HeaderError) as info:
+            call()
+        found = re.search(r": not a valid header: line (\d+), column (\d+): \w.*\(while \w",
+                          str(info.value))
+        assert found, info.value
+        assert int(found[1]) - 1 in (at, at + 1), (info.value, at)  # the line edited, or the
+        # next, where a missing closing bracket shows
+
+
 def test_header_is_a_folder(saved):
     """It was "<path>: cannot read header: <path>; Is a directory" (TensorFlow's words)."""
     tfrecord_path, header_path, _ = saved
