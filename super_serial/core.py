@@ -19,6 +19,7 @@ import math
 import os
 import queue
 import re
+import stat
 import sys
 import threading
 import time
@@ -675,6 +676,9 @@ def _header_bytes(header_path: str, tfrecord_path: str | None) -> bytes:
     temporaries) is read too: each temporary goes as the header comes.
     """
     deadline, refusals = None, 0
+    kind = _special_file(header_path)
+    if kind:
+        raise HeaderError(f"{header_path}: {kind}, not a header file")
     while True:
         refused = None
         if tf.io.gfile.exists(header_path):
@@ -2439,9 +2443,35 @@ def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded:
 
 
 def _check_not_folders(paths: list):
+    """ValueError where a local path is a folder, or a file that is not a regular one (a FIFO,
+    a device: the save's rename would replace it, `/dev/null` for all of the system)."""
     for path in dict.fromkeys(paths):
         if _is_local(path) and os.path.isdir(_local(path)):
             raise ValueError(f"{path!r} is a folder; a file goes there")
+        kind = _special_file(path)
+        if kind:
+            raise ValueError(f"{path!r} is {kind}; a regular file goes there")
+
+
+# What a local path that is not a regular file or a folder is (os.stat's S_IS* tests)
+_SPECIAL_FILES = (("S_ISFIFO", "a FIFO (named pipe)"), ("S_ISSOCK", "a socket"),
+                  ("S_ISCHR", "a character device"), ("S_ISBLK", "a block device"))
+
+
+def _special_file(path: str) -> str | None:
+    """What a local file that is neither a regular file nor a folder is ("a FIFO (named
+    pipe)", "a socket", ...), the link followed; else None (also for remote paths). Reading a
+    FIFO that nothing writes to waits forever, and renaming over one replaces it."""
+    if not _is_local(path):
+        return None
+    try:
+        mode = os.stat(_local(path)).st_mode
+    except (OSError, ValueError):  # not there, or a name the OS refuses: others say so
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((kind for test, kind in _SPECIAL_FILES if getattr(stat, test)(mode)),
+                "not a regular file")
 
 
 def _is_local(path: str) -> bool:
@@ -3585,6 +3615,8 @@ class _RecordFiles:
             writer.close()
         self.writers = []
         names = _shard_file_names(self.base, len(self.temp_paths))
+        # as save checked its num_shards names before writing; shard_size's are known now
+        _check_not_folders([_join(self.folder, name) for name in names])
         shards = tuple(
             _Shard(name, count, tf.io.gfile.stat(temp).length)
             for name, count, temp in zip(names, self.counts, self.temp_paths)
@@ -4147,6 +4179,8 @@ def _count_records(header: _Header, path: str) -> _Header:
         return (totals[0] + tf.size(block, out_type=tf.int64),
                 totals[1] + tf.reduce_sum(tf.cast(tf.strings.length(block), tf.int64)))
 
+    if _special_file(path):  # a FIFO: its read would wait for a writer
+        _check_not_a_folder(path, "")
     with tf.init_scope():  # eagerly, also while a tf.function is being traced
         try:
             blocks = tf.data.TFRecordDataset(path).batch(header.block_records)
@@ -4206,15 +4240,21 @@ def _beside_a_copy(header: _Header, tfrecord_path: str) -> str | None:
 
 
 def _check_not_a_folder(path: str, listed: str):
-    """CorruptDataError where a record file's path is a folder, whose size or read error
-    would otherwise tell of a truncated file."""
+    """CorruptDataError where a record file's path is a folder, or a file that is not a
+    regular one (a FIFO), whose size or read error would otherwise tell of a truncated file
+    (and whose read can wait forever)."""
     if tf.io.gfile.isdir(path):
         raise CorruptDataError(f"{path}: a folder, not a record file{listed}")
+    kind = _special_file(path)
+    if kind:
+        raise CorruptDataError(f"{path}: {kind}, not a record file{listed}")
 
 
 def _check_files(header: _Header, paths: list, header_path: str):
     framed = _FRAMING_BYTES + _least_record_bytes(header.features)  # least bytes on disk
     for shard, path in zip(header.shards, paths):
+        if _special_file(path):  # a FIFO has no size to tell, and its read waits for a writer
+            _check_not_a_folder(path, f" (listed in {header_path})")
         try:
             size = tf.io.gfile.stat(path).length
         except tf.errors.NotFoundError:

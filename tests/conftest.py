@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
+import threading
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -22,6 +26,34 @@ ENCODINGS = {
     "float16": "raw", "bfloat16": "raw", "float32": "float", "float64": "raw",
     "complex64": "raw", "complex128": "raw", "string": "bytes",
 }
+
+
+@contextlib.contextmanager
+def fifo_at(path, rescue_after: float = 3.0):
+    """A FIFO (named pipe) at `path`. A reader of it would wait for a writer forever: after
+    `rescue_after` seconds, a thread opens and closes its writing end, so that such a read
+    ends (with no bytes) and a test of code that reads it fails instead of hanging."""
+    os.mkfifo(path)
+    done = threading.Event()
+
+    def rescue():
+        if done.wait(rescue_after):
+            return
+        while not done.is_set():
+            try:  # fails (ENXIO) until something opens it for reading
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as e:
+                if e.errno not in (errno.ENXIO, errno.ENOENT):
+                    return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=rescue, daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        done.set()
+        thread.join()
 
 
 def reference_varint(value: int) -> bytes:

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_same_elements
+from conftest import assert_same_elements, fifo_at
 
 from super_serial import (
     CorruptDataError,
@@ -806,7 +807,7 @@ def test_a_header_that_is_there_but_does_not_open_is_refused_at_once(tmp_path):
         with pytest.raises(core.HeaderError) as refused:
             load(tfrecord_path)
         assert time.monotonic() - began < 1.0
-    assert str(refused.value).startswith(f"{header_path}: cannot read header: "), refused.value
+    assert str(refused.value) == f"{header_path}: a socket, not a header file", refused.value
 
 
 def _save_after_first_header_read(monkeypatch, tfrecord_path, dataset):
@@ -1147,6 +1148,54 @@ def test_a_folder_in_the_way_is_refused_and_kept(tmp_path, which):
         save(wide(3), tfrecord_path, header_path)
     assert sorted(os.listdir(tmp_path)) == [folder.name]
     assert (folder / "precious.txt").read_text() == "user data"
+
+
+@pytest.mark.parametrize("which", ["records", "header", "shard"])
+def test_a_fifo_in_the_way_is_refused_and_kept(tmp_path, which):
+    """The save's rename replaced it with a regular file, without an error; at the header's
+    path, reading it (for the shards of the save it replaces) waited for a writer forever."""
+    tfrecord_path, header_path = str(tmp_path / "data.tfrecord"), str(tmp_path / "h.yaml")
+    where = {"records": tfrecord_path, "header": header_path,
+             "shard": tfrecord_path + "-00001-of-00002"}[which]
+    with fifo_at(where):
+        began = time.monotonic()
+        with pytest.raises(ValueError, match=re.escape(f"{where!r} is a FIFO (named pipe); a "
+                                                       "regular file goes there")):
+            save(wide(3), tfrecord_path, header_path, num_shards=2 if which == "shard" else None)
+        assert time.monotonic() - began < 2.0
+        assert os.listdir(tmp_path) == [Path(where).name]
+        assert stat.S_ISFIFO(os.stat(where).st_mode)
+
+
+def test_a_link_to_a_device_in_the_way_is_refused_and_kept(tmp_path):
+    """A header path linked to /dev/null: the rename would have replaced the link (and, given
+    /dev/null itself, the system's)."""
+    tfrecord_path, header_path = str(tmp_path / "data.tfrecord"), tmp_path / "h.yaml"
+    header_path.symlink_to(os.devnull)
+    with pytest.raises(ValueError, match="h.yaml' is a character device; a regular file goes "
+                                         "there"):
+        save(wide(3), tfrecord_path, str(header_path))
+    assert os.listdir(tmp_path) == ["h.yaml"] and os.readlink(header_path) == os.devnull
+
+
+def test_a_folder_at_a_shard_size_shards_name_is_named(tmp_path):
+    """shard_size's shards are named once written: a folder at one of the names was found by
+    the rename, as TensorFlow's FailedPreconditionError naming a hidden temporary ("<temp>;
+    Is a directory"). The previous dataset stays, and no temporary."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(6), tfrecord_path)
+    before = snapshot(tmp_path)
+    folder = tmp_path / "data.tfrecord-00001-of-00003"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=re.escape(f"{str(folder)!r} is a folder; a file goes "
+                                                   "there")):
+        save(wide(6, offset=1.0), tfrecord_path, shard_size=20_000)  # three files of two
+    assert os.listdir(folder) == []
+    folder.rmdir()
+    assert snapshot(tmp_path) == before
+    assert_same_elements(wide(6), load(tfrecord_path))
+    save(wide(6, offset=1.0), tfrecord_path, shard_size=20_000)  # which makes three files
+    assert len(read_header(tfrecord_path + ".header.yaml")["shards"]) == 3
 
 
 def test_a_folder_at_a_shards_name_is_refused_before_writing(tmp_path):

@@ -6,13 +6,14 @@ import re
 import shutil
 import struct
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import copy_pair, save_pair
+from conftest import copy_pair, fifo_at, save_pair
 
 from super_serial import CorruptDataError, HeaderError, core, load, merge, read_header, save, verify
 
@@ -709,6 +710,31 @@ def test_a_folder_where_a_record_file_should_be_is_called_one(legacy, tmp_path):
         with pytest.raises(CorruptDataError, match=f"^{re.escape(str(second))}: a folder, not a "
                                                    f"record file \\(listed in {shards}"):
             call(shards)
+
+
+def test_a_fifo_where_a_record_file_should_be_is_called_one(legacy, tmp_path):
+    """An original-module file is counted by reading it, which waited for a writer forever;
+    a shard's was "0 bytes on disk, but ... says 210: the file is truncated"."""
+    _, header_path = legacy
+    with fifo_at(str(tmp_path / "pipe")) as pipe:
+        for call in (iterate, verify):
+            began = time.monotonic()
+            with pytest.raises(CorruptDataError, match=f"^{re.escape(pipe)}: a FIFO \\(named "
+                                                       "pipe\\), not a record file$"):
+                call(pipe, header_path)
+            assert time.monotonic() - began < 2.0
+    shards = str(tmp_path / "shards.tfrecord")
+    for elements in (3000, 1):  # the second shard holds records; none (0 bytes, as a FIFO)
+        save(tf.data.Dataset.range(elements), shards, num_shards=3)
+        second = f"{shards}-00001-of-00003"
+        Path(second).unlink()
+        with fifo_at(second):
+            for call in (iterate, verify):
+                with pytest.raises(CorruptDataError, match=(
+                        f"^{re.escape(second)}: a FIFO \\(named pipe\\), not a record file "
+                        f"\\(listed in {shards}")):
+                    call(shards)
+        Path(second).unlink()
 
 
 @pytest.mark.parametrize("where", ["payload_middle", "length"])

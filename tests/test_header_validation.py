@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import copy_pair, save_pair
+from conftest import copy_pair, fifo_at, save_pair
 
 from super_serial import (
     CorruptDataError,
@@ -516,6 +516,17 @@ def test_yaml_syntax_errors_say_where_and_what(saved, yaml_loader, edit):
         assert found, info.value
         assert int(found[1]) - 1 in (at, at + 1), (info.value, at)  # the line edited, or the
         # next, where a missing closing bracket shows
+
+
+def test_header_is_a_fifo(saved):
+    """Reading it waited for a writer forever: load, read_header, and the CLI."""
+    tfrecord_path, header_path, _ = saved
+    Path(header_path).unlink()
+    with fifo_at(header_path):
+        began = time.monotonic()
+        assert_header_error(tfrecord_path, header_path, r": a FIFO \(named pipe\), not a header "
+                                                        r"file$")
+        assert time.monotonic() - began < 2.0
 
 
 def test_header_is_a_folder(saved):

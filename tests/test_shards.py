@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import stat
 import sys
 import threading
 import uuid
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import assert_same_elements
+from conftest import assert_same_elements, fifo_at
 
 from super_serial import CorruptDataError, SchemaError, core, load, merge, read_header, save, verify
 
@@ -705,6 +706,16 @@ def test_merge_refuses_a_folder_at_the_header_path(tmp_path):
     with pytest.raises(ValueError, match="meta' is a folder; a file goes there"):
         merge(parts, str(tmp_path / "data.tfrecord"), str(tmp_path / "meta"))
     assert os.listdir(tmp_path / "meta") == []
+
+
+def test_merge_refuses_a_fifo_at_the_header_path(tmp_path):
+    """Its rename replaced the FIFO with the merged header."""
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    with fifo_at(str(tmp_path / "meta")) as meta:
+        with pytest.raises(ValueError, match="meta' is a FIFO \\(named pipe\\); a regular file "
+                                             "goes there"):
+            merge(parts, str(tmp_path / "data.tfrecord"), meta)
+        assert stat.S_ISFIFO(os.stat(meta).st_mode)
 
 
 def test_merge_refuses_what_would_lose_or_list_twice_a_parts_records(tmp_path):
