@@ -2314,8 +2314,11 @@ def _misshapen(error: BaseException, features: list, reads: _Reads, dataset) -> 
     if (found[1] or found[3] or found[4]) and _batches_itself(dataset):
         return None
 
-    def shape(text: str) -> str:  # TensorFlow's "[?,2]" as save's messages write shapes
-        return str([None if d == "?" else int(d) for d in text[1:-1].split(",") if d])
+    def dims(text: str) -> list:  # TensorFlow's "[?,2]"
+        return [None if d == "?" else int(d) for d in text[1:-1].split(",") if d]
+
+    def shape(text: str) -> str:  # as save's messages write shapes
+        return str(dims(text))
 
     def one_of(listed: list) -> str:
         if len(listed) == 1:
@@ -2349,6 +2352,9 @@ def _misshapen(error: BaseException, features: list, reads: _Reads, dataset) -> 
         listed = [f for f in features if f.kind == "fixed"]
         if not listed:
             return None
+        # of those, the ones whose spec gives one of the two shapes (a scalar that came as [4]
+        # where others came as [3] cannot be meant), unless none does
+        listed = [f for f in listed if list(f.shape) in (dims(first), dims(other))] or listed
         given = f": {_spec_gives(listed[0])}" if len(listed) == 1 else ""
         return (f"{one_of(listed)}: its elements came as shapes {shape(first)} and "
                 f"{shape(other)}{given} {_SHAPE_HINT}")

@@ -1386,6 +1386,24 @@ def test_elements_of_varying_shape_against_a_fixed_spec_are_refused(tmp_path, pa
     _nothing_written(tmp_path)
 
 
+def test_an_element_misshapen_beside_scalars_names_its_feature(tmp_path, paths):
+    """TensorFlow's error names no component, but one element came with the shape the spec
+    gives: only the features of that shape can be the one. It listed every feature of fixed
+    shape ("one of the features 's0', ..., 's7' and 3 more"), scalars that could not have come
+    as [3], and the one that did was among the 3 more."""
+    def element(x):
+        z = tf.numpy_function(lambda v: np.zeros(4 if v == 2 else 3, np.float32), [x],
+                              tf.float32)
+        z.set_shape([3])
+        return {**{f"s{i}": x for i in range(10)}, "z": z}
+
+    with pytest.raises(SchemaError, match=re.escape(
+            f"{paths[0]}: nothing was saved: feature 'z': its elements came as shapes [3] and "
+            "[4]: its element_spec gives [3]")):
+        super_serial.save(tf.data.Dataset.range(5).map(element), *paths)
+    _nothing_written(tmp_path)
+
+
 @pytest.mark.parametrize("bad", ["a/b", "a_b"])
 @pytest.mark.parametrize("other_known", [True, False])
 def test_a_misshapen_element_names_its_own_feature(tmp_path, paths, bad, other_known):
