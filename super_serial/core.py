@@ -4765,7 +4765,11 @@ class _Decoder:
         called once every check of the block holds (ops there, reshapes say, could fail with
         TensorFlow's own message otherwise)."""
         values = parsed[f.name]
-        if self._as_bytes(f):
+        if self._as_bytes(f):  # the bytes as stored, checked as they are for the dtype
+            if f.kind == "fixed":
+                _raw_fixed(f, values, checks)
+            else:
+                _raw_ragged(f, values, checks)
             return lambda: values
         if self.check_ranges and self.original and f.encoding == "int64" \
                 and f.dtype.tf_dtype.size < 8:
@@ -4869,12 +4873,15 @@ class _Decoder:
         sums = [_row_sums(lengths) for lengths in levels]
         # Row lengths are counts: none negative, and no sum that wraps in int64 (so summed as
         # float64 too), which could come to the right total and make splits that go back
+        # A record's "found" is its negative lengths' sum (the length, where one is), else the
+        # sum that wrapped
         for k, lengths in enumerate(levels):
-            negative = lengths.with_flat_values(tf.cast(lengths.flat_values < 0, tf.int64))
+            below = _row_sums(lengths.with_flat_values(tf.minimum(lengths.flat_values, 0)))
             as_float = lengths.with_flat_values(tf.cast(lengths.flat_values, tf.float64))
-            checks.add(tf.logical_and(tf.equal(_row_sums(negative), 0), tf.equal(
+            checks.add(tf.logical_and(tf.equal(below, 0), tf.equal(
                 tf.cast(sums[k], tf.float64), _row_sums(as_float))), f,
-                f"row lengths of level {k} are negative or too large", found=sums[k])
+                f"row lengths of level {k} are negative or too large",
+                found=tf.where(below < 0, below, sums[k]))
         inner = math.prod(f.inner_shape)
         checks.add(tf.logical_and(
             tf.equal(sums[-1] * inner, counts),

@@ -423,8 +423,11 @@ RAGGED_EDITS = {
     "levels": ("r#row_lengths_0", [1], "row lengths of level 1 do not match level 0"),
     # lengths that add up to the 3 values but are not counts: TensorFlow refused the splits
     # they make, with a message naming neither the file nor the feature
+    # found: the negative length (not the lengths' sum, 3), or the sum of several
     "negative": ("r#row_lengths_1", [-1, 4], "row lengths of level 1 are negative or too "
-                                             "large, found 3"),
+                                             "large, found -1"),
+    "two negative": ("r#row_lengths_1", [-2, 6, -1], "row lengths of level 1 are negative or "
+                                                     "too large, found -3"),
     "wrapping": ({"r#row_lengths_0": [4], "r#row_lengths_1": [2**62, 2**62, 2**62, 2**62 + 3]},
                  None, "row lengths of level 1 are negative or too large, found 3"),
 }
@@ -536,6 +539,35 @@ def test_int64_values_are_not_range_checked_as_raw_lists(paths):
     raw = [e["v"].tolist() for e in load(tfrecord_path, header_path,
                                          original_dtypes=False).as_numpy_iterator()]
     assert raw == [[0, 0], [0, 40000], [0, 0]]
+
+
+@pytest.mark.parametrize("original_dtypes", [True, False])
+@pytest.mark.parametrize("kind", ["fixed", "unknown shape"])
+def test_raw_bytes_of_the_wrong_count_fail_also_as_bytes(paths, kind, original_dtypes):
+    """With original_dtypes=False a raw feature is its bytes as stored; they were returned
+    unchecked (a uint8 [2] of 3 bytes came back as b"abc"), though the header gives their
+    number (or, for an unknown shape, the size of a value)."""
+    tfrecord_path, header_path = paths
+    if kind == "fixed":
+        values = {"u": np.arange(8, dtype=np.uint8).reshape(4, 2)}
+        problem, stored = "expected 2 bytes of uint8 per record, found 3", b"abc"
+    else:
+        values = {"u": tf.ragged.constant([[0.5], [1.5, 2.5], [], [3.5]], tf.float64)}
+        problem, stored = "byte count is not a multiple of 8 (float64), found 9", b"x" * 9
+    save(tf.data.Dataset.from_tensor_slices(values), tfrecord_path, header_path)
+    records = list(tf.data.TFRecordDataset(tfrecord_path).as_numpy_iterator())
+    example = tf.train.Example.FromString(records[2])
+    assert example.features.feature["u"].HasField("bytes_list")  # raw
+    example.features.feature["u"].bytes_list.value[:] = [stored]
+    records[2] = example.SerializeToString()
+    with tf.io.TFRecordWriter(tfrecord_path) as writer:
+        for record in records:
+            writer.write(record)
+    edit_header(header_path, lambda h: h["shards"][0].update(
+        num_bytes=Path(tfrecord_path).stat().st_size))
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        iterate(tfrecord_path, header_path, original_dtypes=original_dtypes)
+    assert f"{tfrecord_path}: feature \\'u\\': {problem}" in info.value.message
 
 
 def test_of_several_failing_checks_the_first_feature_is_named(paths):
