@@ -5107,7 +5107,7 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
             meter.update(count, _share(total_bytes, count, header.num_records))
         meter.update(count, total_bytes, force=True)
     except tf.errors.OpError as e:
-        raise CorruptDataError(_tf_message(e)) from None
+        raise CorruptDataError(_unparsed_strings(_tf_message(e), header)) from None
     except UnicodeDecodeError:  # TensorFlow quoting undecodable record bytes in its message
         raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
     finally:
@@ -5149,6 +5149,36 @@ def _check_read_to_end(paths: list, compression: str, block_records: int):
                                    f"{_tf_message(e)}") from None
     raise CorruptDataError(f"{paths[0]}: a TFRecord reader fails on the {len(paths)} "
                            f"{compression} files read together, and on none by itself")
+
+
+# TensorFlow's parse error for a record whose string feature of known shape holds another
+# number of strings: no count, unlike for numbers ("Number of int64 values != expected")
+_UNPARSED = re.compile(r"Name: (.+):(\d+), Key: (.+), Index: \d+\.\s+Can't parse serialized "
+                       r"Example\.?$")
+
+
+def _unparsed_strings(message: str, header: _Header) -> str:
+    """`message`, or where it is TensorFlow's "Can't parse serialized Example" for a string
+    feature of known shape, what that record holds: "<file>: record <n>: feature 's':
+    expected 1 string, found 2" (the record read again, its strings counted)."""
+    found = _UNPARSED.search(message)
+    features = {f.name: f for f in header.features}
+    feature = features.get(found[3]) if found else None
+    if feature is None or feature.encoding != "bytes" or feature.kind != "fixed":
+        return message
+    path, index = found[1], int(found[2])
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path, header.compression or "")
+                           .skip(index).take(1)))
+        strings = tf.io.parse_single_example(
+            record, {feature.name: tf.io.VarLenFeature(tf.string)})[feature.name]
+    except (tf.errors.OpError, StopIteration, UnicodeDecodeError):
+        return message
+    expected, count = math.prod(feature.shape), int(tf.size(strings.values))
+    if count == expected:
+        return message
+    return (f"{path}: record {index}: {_named(feature.name)}: expected {expected} "
+            f"string{'s' if expected != 1 else ''}, found {count}")
 
 
 def _not_an_example(header: _Header, tfrecord_path: str) -> str:

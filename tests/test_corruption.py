@@ -354,14 +354,15 @@ def verified_in_batches_of(tfrecord_path, header_path, monkeypatch) -> tuple:
     return verify(tfrecord_path, header_path)["num_records"], asked
 
 
-def edit_examples(tfrecord_path, header_path, edits: dict):
-    """Rewrites a one-file dataset with {record index: key: new Int64List values} applied, and
-    its header's byte count to match (protobuf's own serialization may differ in size)."""
+def edit_examples(tfrecord_path, header_path, edits: dict, kind: str = "int64_list"):
+    """Rewrites a one-file dataset with {record index: key: new values of the list `kind`}
+    applied, and its header's byte count to match (protobuf's own serialization may differ in
+    size)."""
     records = list(tf.data.TFRecordDataset(tfrecord_path).as_numpy_iterator())
     for index, changes in edits.items():
         example = tf.train.Example.FromString(records[index])
         for key, values in changes.items():
-            example.features.feature[key].int64_list.value[:] = values
+            getattr(example.features.feature[key], kind).value[:] = values
         records[index] = example.SerializeToString()
     with tf.io.TFRecordWriter(tfrecord_path) as writer:
         for record in records:
@@ -555,19 +556,29 @@ def test_raw_bytes_of_the_wrong_count_fail_also_as_bytes(paths, kind, original_d
         values = {"u": tf.ragged.constant([[0.5], [1.5, 2.5], [], [3.5]], tf.float64)}
         problem, stored = "byte count is not a multiple of 8 (float64), found 9", b"x" * 9
     save(tf.data.Dataset.from_tensor_slices(values), tfrecord_path, header_path)
-    records = list(tf.data.TFRecordDataset(tfrecord_path).as_numpy_iterator())
-    example = tf.train.Example.FromString(records[2])
-    assert example.features.feature["u"].HasField("bytes_list")  # raw
-    example.features.feature["u"].bytes_list.value[:] = [stored]
-    records[2] = example.SerializeToString()
-    with tf.io.TFRecordWriter(tfrecord_path) as writer:
-        for record in records:
-            writer.write(record)
-    edit_header(header_path, lambda h: h["shards"][0].update(
-        num_bytes=Path(tfrecord_path).stat().st_size))
+    assert read_header(header_path)["features"]["u"]["encoding"] == "raw"
+    edit_examples(tfrecord_path, header_path, {2: {"u": [stored]}}, "bytes_list")
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         iterate(tfrecord_path, header_path, original_dtypes=original_dtypes)
     assert f"{tfrecord_path}: feature \\'u\\': {problem}" in info.value.message
+
+
+@pytest.mark.parametrize("shape, stored", [([], [b"x", b"y"]), ([2], [b"x"] * 3)])
+def test_verify_counts_the_strings_of_a_record_tensorflow_cannot_parse(paths, shape, stored):
+    """For more strings than a known shape holds, TensorFlow's parse error gives no count
+    (only "Can't parse serialized Example", though the record parses), unlike for fewer, or
+    for numbers: verify reads the record again and says what it holds."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"s": np.full([3, *shape], b"a", object)}),
+         tfrecord_path, header_path)
+    edit_examples(tfrecord_path, header_path, {1: {"s": stored}}, "bytes_list")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Can't parse serialized Example"):
+        iterate(tfrecord_path, header_path)  # TensorFlow's own message, as the README says
+    expected = 2 if shape else 1
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value) == (f"{tfrecord_path}: record 1: feature 's': expected {expected} "
+                               f"string{'s' if expected > 1 else ''}, found {len(stored)}")
 
 
 def test_of_several_failing_checks_the_first_feature_is_named(paths):
