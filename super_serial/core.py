@@ -414,8 +414,10 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any, tuple]:
                 raise SchemaError(f"{where}: empty dicts cannot be saved")
             for key in spec:
                 if not isinstance(key, str):
-                    raise SchemaError(f"{where}: dict key {key!r} is a {type(key).__name__}; "
-                                      "only str keys are supported")
+                    kind = type(key).__name__
+                    raise SchemaError(f"{where}: dict key {key!r} is a"
+                                      f"{'n' if kind[:1] in 'aeiou' else ''} {kind}; only str "
+                                      "keys are supported")
                 if not key.isascii() and not _utf8(key):
                     raise SchemaError(f"{where}: dict key {key!r} cannot be written as UTF-8 "
                                       "(it holds a lone surrogate)")
@@ -432,7 +434,9 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any, tuple]:
             return {k: visit(plain[k], path + (k,)) for k in sorted(plain)}
         if isinstance(spec, tuple):
             if not spec:
-                raise SchemaError(f"{where}: empty tuples cannot be saved")
+                raise SchemaError(f"{where}: empty " + (
+                    f"namedtuples ({type(spec).__name__}())" if _is_namedtuple(spec)
+                    else "tuples") + " cannot be saved")
             if _is_namedtuple(spec):
                 namedtuples.append(_NamedTuple(path, type(spec).__name__, tuple(spec._fields)))
             return [visit(s, path + (i,)) for i, s in enumerate(spec)]

@@ -1320,9 +1320,18 @@ def test_a_namedtuple_of_no_fields_is_refused(tmp_path, paths):
     Empty = collections.namedtuple("Empty", "")
     dataset = tf.data.Dataset.from_tensor_slices({"a": [1, 2]}).map(
         lambda e: {"a": e["a"], "e": Empty()})
-    with pytest.raises(SchemaError, match="^feature 'e': empty tuples cannot be saved"):
+    with pytest.raises(SchemaError, match=re.escape("feature 'e': empty namedtuples (Empty()) "
+                                                    "cannot be saved")):
         super_serial.save(dataset, *paths)
     _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("key, kind", [(1, "an int"), (1.5, "a float"), (b"k", "a bytes")])
+def test_a_dict_key_that_is_no_str_is_refused(paths, key, kind):
+    """It said "dict key 1 is a int"."""
+    with pytest.raises(SchemaError, match=re.escape(f"the element: dict key {key!r} is {kind}; "
+                                                    "only str keys are supported")):
+        core._schema_from_spec({key: tf.TensorSpec([], tf.int64)})
 
 
 @pytest.mark.parametrize("declared, actual", [([None], [2, 3]), ([None, 3], [4, 2]),
