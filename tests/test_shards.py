@@ -361,6 +361,51 @@ def test_batched_load_keeps_order_across_shards(paths, small_blocks, layout):
                          load(tfrecord_path, batch_size=5, drop_remainder=True))
 
 
+def _elements(iterator) -> list:
+    return [tf.nest.map_structure(lambda t: np.asarray(t).tolist(), e) for e in iterator]
+
+
+@pytest.mark.parametrize("layout", ["one_shard", "three_shards"])
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_an_iterator_checkpoint_restores_the_rest_in_order(paths, tmp_path, small_blocks,
+                                                           layout, batch_size):
+    """As the README says: restored in a new iterator, it goes on with what was left."""
+    tfrecord_path, _ = paths
+    save(flat_dict(), tfrecord_path, **LAYOUTS[layout])
+    everything = _elements(load(tfrecord_path, batch_size=batch_size))
+    for taken in (0, 1, 3):
+        iterator = iter(load(tfrecord_path, batch_size=batch_size))
+        for _ in range(taken):
+            next(iterator)
+        saved = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / f"ckpt{taken}"))
+        restored = iter(load(tfrecord_path, batch_size=batch_size))
+        tf.train.Checkpoint(iterator=restored).restore(saved).assert_consumed()
+        assert _elements(restored) == everything[taken:] == _elements(iterator)
+
+
+def test_symbolic_checkpoints_hold_for_one_file_not_for_shards(paths, tmp_path, small_blocks):
+    """The README's words: symbolic checkpoints (no buffers) of one file's load; TensorFlow
+    refuses them for the ops that open each of several files."""
+    tfrecord_path, _ = paths
+    options = tf.data.Options()
+    options.experimental_symbolic_checkpoint = True
+    for layout in ("one_shard", "three_shards"):
+        save(flat_dict(), tfrecord_path, **LAYOUTS[layout])
+        iterator = iter(load(tfrecord_path).with_options(options))
+        next(iterator)
+        checkpoint = tf.train.Checkpoint(iterator=iterator)
+        if layout == "three_shards":
+            with pytest.raises(tf.errors.OpError, match="does not support symbolic"):
+                for _ in range(NUM_ELEMENTS):  # past the first block of the first file
+                    next(iterator)
+                    checkpoint.save(str(tmp_path / "symbolic"))
+            continue
+        saved = checkpoint.save(str(tmp_path / "symbolic"))
+        restored = iter(load(tfrecord_path).with_options(options))
+        tf.train.Checkpoint(iterator=restored).restore(saved).assert_consumed()
+        assert _elements(restored) == _elements(load(tfrecord_path).skip(1))
+
+
 # ---- merge(): parts saved separately (one per machine), one header over all of them ---------
 
 
