@@ -635,9 +635,9 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
 
 
 def _yaml_reason(error: yaml.YAMLError) -> str:
-    """PyYAML's reason for refusing a text, on one line: where (line and column, from 1) and
-    what it found, as "line 5, column 1: found character '\\t' that cannot start any token";
-    its first line where it has no such parts."""
+    """PyYAML's reason for refusing a text, on one line: where (line and column, from 1), what
+    it found, and what it was doing, as "line 5, column 1: found character that cannot start
+    any token (while scanning for the next token)"; its first line where it has no parts."""
     problem, mark = getattr(error, "problem", None), getattr(error, "problem_mark", None)
     if not problem:
         return str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -3625,8 +3625,8 @@ class _RecordFiles:
             writer.close()
         self.writers = []
         names = _shard_file_names(self.base, len(self.temp_paths))
-        # as save checked its num_shards names before writing; shard_size's are known now
-        _check_not_folders([_join(self.folder, name) for name in names])
+        if self.shard_size:  # save checked num_shards' names before writing; these are known now
+            _check_not_folders([_join(self.folder, name) for name in names])
         shards = tuple(
             _Shard(name, count, tf.io.gfile.stat(temp).length)
             for name, count, temp in zip(names, self.counts, self.temp_paths)
@@ -4877,15 +4877,17 @@ class _Decoder:
         sums = [_row_sums(lengths) for lengths in levels]
         # Row lengths are counts: none negative, and no sum that wraps in int64 (so summed as
         # float64 too), which could come to the right total and make splits that go back
-        # A record's "found" is its negative lengths' sum (the length, where one is), else the
-        # sum that wrapped
+        # (counted, as the negative ones' sum can wrap to 0 too). A record's "found" is its
+        # negative lengths' sum (the length, where one is), else the sum that wrapped.
         for k, lengths in enumerate(levels):
+            negative = lengths.with_flat_values(tf.cast(lengths.flat_values < 0, tf.int64))
+            any_negative = _row_sums(negative) > 0
             below = _row_sums(lengths.with_flat_values(tf.minimum(lengths.flat_values, 0)))
             as_float = lengths.with_flat_values(tf.cast(lengths.flat_values, tf.float64))
-            checks.add(tf.logical_and(tf.equal(below, 0), tf.equal(
+            checks.add(tf.logical_and(tf.logical_not(any_negative), tf.equal(
                 tf.cast(sums[k], tf.float64), _row_sums(as_float))), f,
                 f"row lengths of level {k} are negative or too large",
-                found=tf.where(below < 0, below, sums[k]))
+                found=tf.where(any_negative, below, sums[k]))
         inner = math.prod(f.inner_shape)
         checks.add(tf.logical_and(
             tf.equal(sums[-1] * inner, counts),

@@ -431,6 +431,11 @@ RAGGED_EDITS = {
                                                      "too large, found -3"),
     "wrapping": ({"r#row_lengths_0": [4], "r#row_lengths_1": [2**62, 2**62, 2**62, 2**62 + 3]},
                  None, "row lengths of level 1 are negative or too large, found 3"),
+    # negative lengths whose sum wraps to 0, beside positive ones: every sum is right, in int64
+    # and in float64 (found: the wrapped sum of the negative ones)
+    "negative, wrapping": ({"r#row_lengths_0": [7], "r#row_lengths_1": [
+        -2**63, -2**63, 2**62, 2**62, 2**62, 2**62, 3]}, None,
+        "row lengths of level 1 are negative or too large, found 0"),
 }
 
 
