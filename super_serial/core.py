@@ -634,10 +634,11 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     return _HeaderParser(header_path).parse(raw, base)
 
 
-def _yaml_reason(error: yaml.YAMLError) -> str:
+def _yaml_reason(error: Exception) -> str:
     """PyYAML's reason for refusing a text, on one line: where (line and column, from 1), what
     it found, and what it was doing, as "line 5, column 1: found character that cannot start
-    any token (while scanning for the next token)"; its first line where it has no parts."""
+    any token (while scanning for the next token)"; the first line of any other error (or of
+    one without those parts), or its type's name."""
     problem, mark = getattr(error, "problem", None), getattr(error, "problem_mark", None)
     if not problem:
         return str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -1109,8 +1110,7 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
     except HeaderError as e:
         raise SchemaError(f"{e} (load could not read it back)") from None
     except (yaml.YAMLError, ValueError) as e:  # a lone surrogate in a key, say
-        reason = _yaml_reason(e) if isinstance(e, yaml.YAMLError) else str(e) or type(
-            e).__name__
+        reason = _yaml_reason(e)
         raise SchemaError(f"{source} could not be written as UTF-8 YAML: {reason}") from None
     except RecursionError:  # PyYAML recurses through nested dicts and tuples
         deepest = max(header.features, key=lambda f: len(f.path))
