@@ -89,12 +89,10 @@ def test_the_usage_example(tmp_path, monkeypatch):
     token_lists = [list(range(n)) for n in (3, 0, 5, 1, 2, 4)]
     labels = np.arange(6, dtype=np.int32)
     stand_ins = {"images": images, "token_lists": token_lists, "labels": labels}
-    original = run_block("import tensorflow as tf\nds = tf.data.Dataset.from_tensor_slices(\n"
-                         '    ({"image": images, "tokens": tf.ragged.constant(token_lists)}, '
-                         "labels))\n", dict(stand_ins))["ds"]
+    code = python_block('header = super_serial.save(ds, "train.tfrecord")')
+    original = run_block(code[:code.index("header = ")], dict(stand_ins))["ds"]  # built so
 
-    namespace = run_block(python_block('header = super_serial.save(ds, "train.tfrecord")'),
-                          dict(stand_ins))
+    namespace = run_block(code, dict(stand_ins))
 
     assert namespace["header"]["num_records"] == 6
     assert_same_elements(original, namespace["ds"])
