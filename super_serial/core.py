@@ -9,6 +9,7 @@ that mirror the encoders, `_Decoder`).
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import dataclasses
 import errno
 import functools
@@ -3632,15 +3633,16 @@ class _RecordFiles:
             for name, count, temp in zip(names, self.counts, self.temp_paths)
         )
         header = make_header(shards)
-        stale = self._old_shards(header_path) - set(names)
-        header_temp = _temp_name(header_path, self.token)
-        self.temp_paths.append(header_temp)
-        _write_header(header_temp, header, header_path)
-        destinations = [_join(self.folder, name) for name in names] + [header_path]
-        _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
-        self.temp_paths = []
-        for name in sorted(stale):
-            _remove_quietly(_join(self.folder, name))
+        with _commit_lock(self.folder, _dirname(header_path)):
+            stale = self._old_shards(header_path) - set(names)
+            header_temp = _temp_name(header_path, self.token)
+            self.temp_paths.append(header_temp)
+            _write_header(header_temp, header, header_path)
+            destinations = [_join(self.folder, name) for name in names] + [header_path]
+            _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
+            self.temp_paths = []
+            for name in sorted(stale):
+                _remove_quietly(_join(self.folder, name))
         return header
 
     def _old_shards(self, header_path: str) -> set:
@@ -3677,6 +3679,39 @@ class _RecordFiles:
         for temp in self.temp_paths:
             _remove_quietly(temp)
         self.writers, self.temp_paths = [], []
+
+
+try:  # not on Windows, where saves are not locked (`_commit_lock`)
+    import fcntl
+except ImportError:  # pragma: no cover - depends on the platform
+    fcntl = None
+
+
+@contextlib.contextmanager
+def _commit_lock(*folders: str):
+    """An exclusive `flock` of each local folder (the records', the header's), held while a
+    save puts its files in place: two saves to one path at once then commit one after the
+    other, and the last one's files are all there. Their renames overlapped before, and could
+    leave one save's header beside the other's records. Advisory (between saves, and anything
+    else that locks the folder); none on remote filesystems, nor where a folder cannot be
+    opened or locked (a save then goes on unlocked, as before)."""
+    held = []
+    try:
+        local = {os.path.realpath(_local(f)) for f in folders if _is_local(f)}
+        for folder in sorted(local) if fcntl is not None else ():
+            try:
+                descriptor = os.open(folder, os.O_RDONLY)
+            except OSError:
+                continue
+            held.append(descriptor)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+            except OSError:  # a filesystem without flock
+                pass
+        yield
+    finally:
+        for descriptor in held:  # closing it releases its lock
+            os.close(descriptor)
 
 
 def _move_into_place(moves: list, token: str):

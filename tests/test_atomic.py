@@ -1280,3 +1280,69 @@ def test_abort_stops_writer_threads_that_missed_a_wake_up(tmp_path):
     assert done.wait(10), "abort waited for writer threads that were never woken"
     assert threads and not any(t.is_alive() for t in threads)
     assert temporaries(tmp_path) == []
+
+
+def test_two_saves_to_one_path_put_their_files_in_place_one_after_the_other(tmp_path,
+                                                                              monkeypatch):
+    """Two saves to one path at once: the second's renames wait until the first's are done
+    (a lock of the folder), so the files are then all the second's. Their renames overlapped
+    before, and one save's header could end up beside the other's records."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    placing, overlapped, errors = [], [], []
+    first_placing, go_on = threading.Event(), threading.Event()
+    real = core._move_into_place
+
+    def move_into_place(moves, token):
+        overlapped.extend(placing)
+        placing.append(token)
+        if len(placing) == 1 and not first_placing.is_set():  # the first save waits here
+            first_placing.set()
+            go_on.wait(30)
+        try:
+            real(moves, token)
+        finally:
+            placing.remove(token)
+
+    def run(dataset, **options):
+        try:
+            save(dataset, tfrecord_path, **options)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    monkeypatch.setattr(core, "_move_into_place", move_into_place)
+    first = threading.Thread(target=run, args=(wide(4),))
+    second = threading.Thread(target=run, args=(wide(9, offset=1.0),), kwargs={"num_shards": 3})
+    first.start()
+    assert first_placing.wait(60)
+    second.start()
+    time.sleep(1.5)  # long enough for the second save to reach its renames, were it not held
+    held = second.is_alive() and not overlapped
+    go_on.set()
+    first.join(60)
+    second.join(60)
+
+    assert held and not overlapped and not errors, (overlapped, errors)
+    assert sorted(os.listdir(tmp_path)) == [
+        f"data.tfrecord-0000{i}-of-00003" for i in range(3)] + ["data.tfrecord.header.yaml"]
+    assert_same_elements(wide(9, offset=1.0), load(tfrecord_path))
+
+
+def test_a_folder_that_cannot_be_locked_is_saved_to_as_before(tmp_path, monkeypatch):
+    """Without flock (Windows), or where the folder does not open (no read permission), a save
+    goes on without the lock."""
+    monkeypatch.setattr(core, "fcntl", None)
+    save(wide(3), str(tmp_path / "a.tfrecord"))
+    assert_same_elements(wide(3), load(str(tmp_path / "a.tfrecord")))
+    monkeypatch.undo()
+
+    real_open = os.open
+
+    def refused(path, flags, *args, **kwargs):
+        if os.path.isdir(path):
+            raise PermissionError(13, "Permission denied (simulated)", path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(core.os, "open", refused)
+    save(wide(5), str(tmp_path / "b.tfrecord"))
+    monkeypatch.undo()
+    assert_same_elements(wide(5), load(str(tmp_path / "b.tfrecord")))
