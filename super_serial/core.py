@@ -3991,7 +3991,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
     try:
         _write_header(temp, merged, header_path)
-        tf.io.gfile.rename(temp, header_path, overwrite=True)
+        with _commit_lock(_dirname(header_path)):  # not amid a save's renames there
+            tf.io.gfile.rename(temp, header_path, overwrite=True)
     except BaseException as error:
         _remove_quietly(temp)
         _remove_empty_folders(made)  # as a failed save leaves none

@@ -1346,3 +1346,34 @@ def test_a_folder_that_cannot_be_locked_is_saved_to_as_before(tmp_path, monkeypa
     save(wide(5), str(tmp_path / "b.tfrecord"))
     monkeypatch.undo()
     assert_same_elements(wide(5), load(str(tmp_path / "b.tfrecord")))
+
+
+@pytest.mark.parametrize("command", ["save", "merge"])
+def test_a_save_or_a_merge_waits_while_the_folder_is_locked(tmp_path, command):
+    """While another save puts its files in place in the folder (its lock held), a save or a
+    merge there writes, but renames nothing until the lock is released."""
+    parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
+    for i, part in enumerate(parts):
+        save(wide(2, offset=10.0 * i), part)
+    tfrecord_path, finished, errors = str(tmp_path / "data.tfrecord"), threading.Event(), []
+
+    def run():
+        try:
+            if command == "save":
+                save(wide(3), tfrecord_path)
+            else:
+                merge(parts, tfrecord_path)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finished.set()
+
+    thread = threading.Thread(target=run)
+    with core._commit_lock(str(tmp_path)):
+        thread.start()
+        waited = not finished.wait(1.5)
+        placed = os.path.exists(tfrecord_path + ".header.yaml")
+    thread.join(60)
+
+    assert waited and not placed and not errors, errors
+    expected = wide(3) if command == "save" else wide(2).concatenate(wide(2, offset=10.0))
+    assert_same_elements(expected, load(tfrecord_path))
