@@ -3695,22 +3695,28 @@ def _commit_lock(*folders: str):
     leave one save's header beside the other's records. Advisory (between saves, and anything
     else that locks the folder); none on remote filesystems, nor where a folder cannot be
     opened or locked (a save then goes on unlocked, as before)."""
-    held = []
+    opened = []
     try:
         local = {os.path.realpath(_local(f)) for f in folders if _is_local(f)}
-        for folder in sorted(local) if fcntl is not None else ():
+        for folder in local if fcntl is not None else ():
             try:
-                descriptor = os.open(folder, os.O_RDONLY)
+                opened.append(os.open(folder, os.O_RDONLY))
             except OSError:
                 continue
-            held.append(descriptor)
+        # One lock a folder, whatever its paths (a bind mount): two would wait for each
+        # other. Taken in one order in every process, so that no two wait for each other.
+        held = {}
+        for descriptor in opened:
+            info = os.fstat(descriptor)
+            held.setdefault((info.st_dev, info.st_ino), descriptor)
+        for _, descriptor in sorted(held.items()):
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX)
             except OSError:  # a filesystem without flock
                 pass
         yield
     finally:
-        for descriptor in held:  # closing it releases its lock
+        for descriptor in opened:  # closing it releases its lock
             os.close(descriptor)
 
 
