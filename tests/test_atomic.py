@@ -1282,8 +1282,25 @@ def test_abort_stops_writer_threads_that_missed_a_wake_up(tmp_path):
     assert temporaries(tmp_path) == []
 
 
+@pytest.fixture
+def lock_asked(monkeypatch):
+    """Events set as the first, second, ... call of `_commit_lock` is made (the lock asked
+    for, not yet taken). `core.LOCK` keeps the real one, for a test to hold it."""
+    asked = [threading.Event() for _ in range(4)]
+    real, calls = core._commit_lock, iter(asked)
+
+    def commit_lock(*folders):
+        next(calls).set()
+        return real(*folders)
+
+    monkeypatch.setattr(core, "_commit_lock", commit_lock)
+    monkeypatch.setattr(core, "LOCK", real, raising=False)
+    return asked
+
+
 def test_two_saves_to_one_path_put_their_files_in_place_one_after_the_other(tmp_path,
-                                                                              monkeypatch):
+                                                                              monkeypatch,
+                                                                              lock_asked):
     """Two saves to one path at once: the second's renames wait until the first's are done
     (a lock of the folder), so the files are then all the second's. Their renames overlapped
     before, and one save's header could end up beside the other's records."""
@@ -1315,7 +1332,8 @@ def test_two_saves_to_one_path_put_their_files_in_place_one_after_the_other(tmp_
     first.start()
     assert first_placing.wait(60)
     second.start()
-    time.sleep(1.5)  # long enough for the second save to reach its renames, were it not held
+    assert lock_asked[1].wait(60)  # the second save asks for the lock
+    time.sleep(1.0)  # time to reach its renames, were it not held
     held = second.is_alive() and not overlapped
     go_on.set()
     first.join(60)
@@ -1349,7 +1367,7 @@ def test_a_folder_that_cannot_be_locked_is_saved_to_as_before(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("command", ["save", "merge"])
-def test_a_save_or_a_merge_waits_while_the_folder_is_locked(tmp_path, command):
+def test_a_save_or_a_merge_waits_while_the_folder_is_locked(tmp_path, command, lock_asked):
     """While another save puts its files in place in the folder (its lock held), a save or a
     merge there writes, but renames nothing until the lock is released."""
     parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
@@ -1368,9 +1386,10 @@ def test_a_save_or_a_merge_waits_while_the_folder_is_locked(tmp_path, command):
         finished.set()
 
     thread = threading.Thread(target=run)
-    with core._commit_lock(str(tmp_path)):
+    with core.LOCK(str(tmp_path)):
         thread.start()
-        waited = not finished.wait(1.5)
+        assert lock_asked[0].wait(60)  # the thread's save or merge asks for the lock
+        waited = not finished.wait(1.0)  # and does not finish while it is held
         placed = os.path.exists(tfrecord_path + ".header.yaml")
     thread.join(60)
 
