@@ -4231,8 +4231,7 @@ def _count_records(header: _Header, path: str) -> _Header:
         return (totals[0] + tf.size(block, out_type=tf.int64),
                 totals[1] + tf.reduce_sum(tf.cast(tf.strings.length(block), tf.int64)))
 
-    if _special_file(path):  # a FIFO: its read would wait for a writer
-        _check_not_a_folder(path, "")
+    _check_regular(path, "")  # a FIFO: its read would wait for a writer
     with tf.init_scope():  # eagerly, also while a tf.function is being traced
         try:
             blocks = tf.data.TFRecordDataset(path).batch(header.block_records)
@@ -4297,6 +4296,12 @@ def _check_not_a_folder(path: str, listed: str):
     (and whose read can wait forever)."""
     if tf.io.gfile.isdir(path):
         raise CorruptDataError(f"{path}: a folder, not a record file{listed}")
+    _check_regular(path, listed)
+
+
+def _check_regular(path: str, listed: str):
+    """CorruptDataError where a record file's path is a local file that is not a regular one
+    nor a folder (`_special_file`: a FIFO, a device)."""
     kind = _special_file(path)
     if kind:
         raise CorruptDataError(f"{path}: {kind}, not a record file{listed}")
@@ -4305,8 +4310,8 @@ def _check_not_a_folder(path: str, listed: str):
 def _check_files(header: _Header, paths: list, header_path: str):
     framed = _FRAMING_BYTES + _least_record_bytes(header.features)  # least bytes on disk
     for shard, path in zip(header.shards, paths):
-        if _special_file(path):  # a FIFO has no size to tell, and its read waits for a writer
-            _check_not_a_folder(path, f" (listed in {header_path})")
+        # a FIFO has no size to tell, and its read waits for a writer
+        _check_regular(path, f" (listed in {header_path})")
         try:
             size = tf.io.gfile.stat(path).length
         except tf.errors.NotFoundError:
