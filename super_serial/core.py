@@ -3697,14 +3697,14 @@ def _commit_lock(*folders: str):
     opened or locked (a save then goes on unlocked, as before)."""
     opened = []
     try:
-        local = {os.path.realpath(_local(f)) for f in folders if _is_local(f)}
+        local = {_local(f) for f in folders if _is_local(f)}
         for folder in local if fcntl is not None else ():
             try:
                 opened.append(os.open(folder, os.O_RDONLY))
             except OSError:
                 continue
-        # One lock a folder, whatever its paths (a bind mount): two would wait for each
-        # other. Taken in one order in every process, so that no two wait for each other.
+        # One lock a folder, whatever its paths (a link, a bind mount): two would wait for
+        # each other. Taken in one order in every process, so that no two wait for each other.
         held = {}
         for descriptor in opened:
             info = os.fstat(descriptor)
