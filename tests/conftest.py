@@ -80,6 +80,23 @@ def assert_same_elements(expected: tf.data.Dataset, actual: tf.data.Dataset):
             assert_bit_identical(x, y, f"element {index}")
 
 
+def canonical(element) -> str:
+    """A comparable text form of one element, exact for every dtype used here."""
+    leaves = []
+    for leaf in tf.nest.flatten(element):
+        if isinstance(leaf, tf.RaggedTensor):
+            values = leaf.to_list()
+        else:
+            values = np.asarray(leaf.numpy()).tolist()
+        leaves.append((leaf.dtype.name, tuple(leaf.shape), values))
+    return repr(leaves)
+
+
+def assert_same_multiset(expected: tf.data.Dataset, actual: tf.data.Dataset):
+    assert actual.element_spec == expected.element_spec
+    assert sorted(map(canonical, actual)) == sorted(map(canonical, expected))
+
+
 def assert_bit_identical(x, y, where: str = ""):
     if isinstance(x, tf.SparseTensor):  # its parts, in the order they were given
         assert isinstance(y, tf.SparseTensor), f"{where}: expected a SparseTensor"

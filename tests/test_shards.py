@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import assert_same_elements, fifo_at
+from conftest import assert_same_elements, assert_same_multiset, fifo_at
 
 from super_serial import CorruptDataError, SchemaError, core, load, merge, read_header, save, verify
 
@@ -80,23 +80,6 @@ def ram_folder():
     yield folder
     if tf.io.gfile.exists(folder):
         tf.io.gfile.rmtree(folder)
-
-
-def canonical(element) -> str:
-    """A comparable text form of one element, exact for every dtype used here."""
-    leaves = []
-    for leaf in tf.nest.flatten(element):
-        if isinstance(leaf, tf.RaggedTensor):
-            values = leaf.to_list()
-        else:
-            values = np.asarray(leaf.numpy()).tolist()
-        leaves.append((leaf.dtype.name, tuple(leaf.shape), values))
-    return repr(leaves)
-
-
-def assert_same_multiset(expected: tf.data.Dataset, actual: tf.data.Dataset):
-    assert actual.element_spec == expected.element_spec
-    assert sorted(map(canonical, actual)) == sorted(map(canonical, expected))
 
 
 def ids_of(dataset: tf.data.Dataset) -> list[int]:
