@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+import types
 import uuid
 from pathlib import Path
 
@@ -1282,10 +1283,26 @@ def test_abort_stops_writer_threads_that_missed_a_wake_up(tmp_path):
     assert temporaries(tmp_path) == []
 
 
+def started(function, *args, **kwargs) -> tuple[threading.Thread, list]:
+    """`function(*args, **kwargs)` running in a new thread, and the list that will hold its
+    exception if it raises one. A daemon: a thread that hangs fails its test, not the run."""
+    errors: list = []
+
+    def run():
+        try:
+            function(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - the test reports it
+            errors.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
 @pytest.fixture
 def lock_asked(monkeypatch):
     """Events set as the first, second, ... call of `_commit_lock` is made (the lock asked
-    for, not yet taken). `core.LOCK` keeps the real one, for a test to hold it."""
+    for, not yet taken), and `lock`, the real `_commit_lock`, for a test to hold it."""
     asked = [threading.Event() for _ in range(4)]
     real, calls = core._commit_lock, iter(asked)
 
@@ -1294,8 +1311,7 @@ def lock_asked(monkeypatch):
         return real(*folders)
 
     monkeypatch.setattr(core, "_commit_lock", commit_lock)
-    monkeypatch.setattr(core, "LOCK", real, raising=False)
-    return asked
+    return types.SimpleNamespace(asked=asked, lock=real)
 
 
 def test_two_saves_to_one_path_put_their_files_in_place_one_after_the_other(tmp_path,
@@ -1305,7 +1321,7 @@ def test_two_saves_to_one_path_put_their_files_in_place_one_after_the_other(tmp_
     (a lock of the folder), so the files are then all the second's. Their renames overlapped
     before, and one save's header could end up beside the other's records."""
     tfrecord_path = str(tmp_path / "data.tfrecord")
-    placing, overlapped, errors = [], [], []
+    placing, overlapped = [], []
     first_placing, go_on = threading.Event(), threading.Event()
     real = core._move_into_place
 
@@ -1320,25 +1336,18 @@ def test_two_saves_to_one_path_put_their_files_in_place_one_after_the_other(tmp_
         finally:
             placing.remove(token)
 
-    def run(dataset, **options):
-        try:
-            save(dataset, tfrecord_path, **options)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
     monkeypatch.setattr(core, "_move_into_place", move_into_place)
-    first = threading.Thread(target=run, args=(wide(4),))
-    second = threading.Thread(target=run, args=(wide(9, offset=1.0),), kwargs={"num_shards": 3})
-    first.start()
+    first, first_errors = started(save, wide(4), tfrecord_path)
     assert first_placing.wait(60)
-    second.start()
-    assert lock_asked[1].wait(60)  # the second save asks for the lock
+    second, second_errors = started(save, wide(9, offset=1.0), tfrecord_path, num_shards=3)
+    assert lock_asked.asked[1].wait(60)  # the second save asks for the lock
     time.sleep(1.0)  # time to reach its renames, were it not held
     held = second.is_alive() and not overlapped
     go_on.set()
     first.join(60)
     second.join(60)
 
+    errors = first_errors + second_errors
     assert held and not overlapped and not errors, (overlapped, errors)
     assert sorted(os.listdir(tmp_path)) == [
         f"data.tfrecord-0000{i}-of-00003" for i in range(3)] + ["data.tfrecord.header.yaml"]
@@ -1373,23 +1382,14 @@ def test_a_save_or_a_merge_waits_while_the_folder_is_locked(tmp_path, command, l
     parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
     for i, part in enumerate(parts):
         save(wide(2, offset=10.0 * i), part)
-    tfrecord_path, finished, errors = str(tmp_path / "data.tfrecord"), threading.Event(), []
+    tfrecord_path = str(tmp_path / "data.tfrecord")
 
-    def run():
-        try:
-            if command == "save":
-                save(wide(3), tfrecord_path)
-            else:
-                merge(parts, tfrecord_path)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-        finished.set()
-
-    thread = threading.Thread(target=run)
-    with core.LOCK(str(tmp_path)):
-        thread.start()
-        assert lock_asked[0].wait(60)  # the thread's save or merge asks for the lock
-        waited = not finished.wait(1.0)  # and does not finish while it is held
+    with lock_asked.lock(str(tmp_path)):
+        thread, errors = (started(save, wide(3), tfrecord_path) if command == "save"
+                          else started(merge, parts, tfrecord_path))
+        assert lock_asked.asked[0].wait(60)  # the thread's save or merge asks for the lock
+        thread.join(1.0)
+        waited = thread.is_alive()  # and does not finish while it is held
         placed = os.path.exists(tfrecord_path + ".header.yaml")
     thread.join(60)
 
@@ -1406,16 +1406,8 @@ def test_a_folder_reached_by_two_paths_is_locked_once(tmp_path):
     (tmp_path / "link").symlink_to(tmp_path / "real")
     tfrecord_path = str(tmp_path / "real" / "data.tfrecord")
     header_path = str(tmp_path / "link" / "data.header.yaml")
-    errors = []
 
-    def run():
-        try:
-            save(wide(3), tfrecord_path, header_path)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    thread = threading.Thread(target=run, daemon=True)  # a daemon: a hang fails, not waits
-    thread.start()
+    thread, errors = started(save, wide(3), tfrecord_path, header_path)
     thread.join(60)
 
     assert not thread.is_alive() and not errors, errors
