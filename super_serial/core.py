@@ -3464,6 +3464,7 @@ class _RecordFiles:
         self.shard_size = shard_size
         self.block_records = block_records
         self.temp_paths: list[str] = []
+        self.claim: int | None = None  # `_claimed` first temporary, while the save runs
         self.writers: list = []
         self.counts: list[int] = []
         self.bytes_written = 0
@@ -3510,6 +3511,8 @@ class _RecordFiles:
     def _open(self):
         temp = _temp_name(self.path, self.token, len(self.temp_paths))
         self.temp_paths.append(temp)
+        if len(self.temp_paths) == 1:
+            self.claim = _claimed(temp)
         self.writers.append(_record_writer(temp, self.compression))
         self.counts.append(0)
         self.current_bytes = 0
@@ -3633,7 +3636,7 @@ class _RecordFiles:
             for name, count, temp in zip(names, self.counts, self.temp_paths)
         )
         header = make_header(shards)
-        with _commit_lock(self.folder, _dirname(header_path)):
+        with _commit_lock(self.folder, _dirname(header_path)) as locked:
             stale = self._old_shards(header_path) - set(names)
             header_temp = _temp_name(header_path, self.token)
             self.temp_paths.append(header_temp)
@@ -3643,6 +3646,8 @@ class _RecordFiles:
             self.temp_paths = []
             for name in sorted(stale):
                 _remove_quietly(_join(self.folder, name))
+            _remove_dead_temporaries(self.path, header_path, locked)
+        self._release()
         return header
 
     def _old_shards(self, header_path: str) -> set:
@@ -3679,6 +3684,12 @@ class _RecordFiles:
         for temp in self.temp_paths:
             _remove_quietly(temp)
         self.writers, self.temp_paths = [], []
+        self._release()
+
+    def _release(self):
+        if self.claim is not None:
+            os.close(self.claim)  # and with it the claim's lock
+            self.claim = None
 
 
 try:  # not on Windows, where saves are not locked (`_commit_lock`)
@@ -3694,30 +3705,129 @@ def _commit_lock(*folders: str):
     other, and the last one's files are all there. Their renames overlapped before, and could
     leave one save's header beside the other's records. Advisory (between saves, and anything
     else that locks the folder); none on remote filesystems, nor where a folder cannot be
-    opened or locked (a save then goes on unlocked, as before)."""
+    opened or locked (a save then goes on unlocked, as before).
+
+    Gives the set of the folders (as given) that it locked."""
     opened = []
     try:
-        local = {_local(f) for f in folders if _is_local(f)}
-        for folder in local if fcntl is not None else ():
+        folders_at = {}  # each local folder as given, by the path it is opened by
+        for folder in folders:
+            if _is_local(folder):
+                folders_at.setdefault(_local(folder), set()).add(folder)
+        for path in folders_at if fcntl is not None else ():
             try:
-                opened.append(os.open(folder, os.O_RDONLY))
+                opened.append((os.open(path, os.O_RDONLY), path))
             except OSError:
                 continue
         # One lock a folder, whatever its paths (a link, a bind mount): two would wait for
         # each other. Taken in one order in every process, so that no two wait for each other.
         held = {}
-        for descriptor in opened:
+        for descriptor, path in opened:
             info = os.fstat(descriptor)
-            held.setdefault((info.st_dev, info.st_ino), descriptor)
-        for _, descriptor in sorted(held.items()):
+            held.setdefault((info.st_dev, info.st_ino), []).append((descriptor, path))
+        locked = set()
+        for _, same in sorted(held.items()):
             try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX)
+                fcntl.flock(same[0][0], fcntl.LOCK_EX)
             except OSError:  # a filesystem without flock
-                pass
-        yield
+                continue
+            for _, path in same:
+                locked |= folders_at[path]
+        yield locked
     finally:
-        for descriptor in opened:  # closing it releases its lock
+        for descriptor, _ in opened:  # closing it releases its lock
             os.close(descriptor)
+
+
+def _claimed(path: str) -> int | None:
+    """Makes a save's first temporary file, `path`, and holds a shared `flock` of it for as
+    long as the save runs (the descriptor to close); None where it cannot be made or locked.
+    The claim tells a later save that these temporaries are not a killed save's leftovers
+    (`_remove_dead_temporaries`). That save takes the file as dead while it can lock it
+    exclusively, and removes it under that lock: where it did so between this making the file
+    and locking it, the file is made again."""
+    if fcntl is None or not _is_local(path):
+        return None
+    for _ in range(3):
+        try:
+            descriptor = os.open(_local(path), os.O_RDONLY | os.O_CREAT, 0o666)
+        except OSError:  # the writer opening it names the error
+            return None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH)
+            if os.fstat(descriptor).st_nlink:
+                return descriptor
+        except OSError:  # a filesystem without flock
+            pass
+        os.close(descriptor)
+    return None
+
+
+# A save's temporaries (`_temp_name`): `.<name>.<token>.tmp<index>`, the index a record
+# file's number, none for a header, or ".old" for a file moved aside
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<token>[0-9a-f]{12})\.tmp(?P<index>[0-9]*|\.old)",
+                        re.DOTALL)
+
+
+def _remove_dead_temporaries(tfrecord_path: str, header_path: str, locked: set):
+    """Removes what saves to these paths that were killed (SIGKILL, the kernel out of memory)
+    left of their temporaries: record files, headers, and files moved aside, all of them
+    superseded by the save now putting its files in place. Called with the folders `locked`
+    (`_commit_lock`), in those only, so that no save there is putting its own files in
+    place. A save whose first temporary is claimed (`_claimed`) still runs, and its files are
+    kept; so are temporaries where the claim cannot be tested (NFS, say)."""
+    folder, base = _dirname(tfrecord_path), _basename(tfrecord_path)
+    dead: dict = {}  # by token: whether that save is dead, its first temporary removed
+    for where in dict.fromkeys([folder, _dirname(header_path)]):
+        if where not in locked:
+            continue
+        try:
+            names = sorted(os.listdir(_local(where) or "."))
+        except OSError:
+            continue
+        for name in names:
+            match = _TEMPORARY.fullmatch(name)
+            if match is None:
+                continue
+            token, index = match["token"], match["index"]
+            if index.isdigit():
+                owners = [tfrecord_path]
+            elif index == "":
+                owners = [header_path]
+            else:  # a file moved aside: a header, or record files of any count
+                owners = [header_path]
+                if _is_save_name(match["name"], base):
+                    owners.append(_join(folder, match["name"]))
+            if not any(_same_place(_dirname(owner), where)
+                       and _basename(_temp_name(owner, token, index)) == name
+                       for owner in owners):
+                continue  # another dataset's, or not a temporary
+            if token not in dead:
+                dead[token] = _dead_claim(_temp_name(tfrecord_path, token, 0))
+            if dead[token]:
+                _remove_quietly(_join(where, name))
+
+
+def _dead_claim(path: str) -> bool:
+    """Whether the save whose first temporary is `path` is dead: the file is gone (renamed
+    into place by a save killed after), or no process holds its claim (`_claimed`). A dead
+    claim is removed while locked, so a save that has just made that file makes it again."""
+    try:
+        descriptor = os.open(_local(path), os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: the save runs; or no flock here
+        os.close(descriptor)
+        return False
+    try:
+        _remove_quietly(path)
+    finally:
+        os.close(descriptor)
+    return True
 
 
 def _move_into_place(moves: list, token: str):

@@ -251,10 +251,12 @@ def test_killed_save_keeps_previous_pair(good_pair, tmp_path_factory):
     assert verify(tfrecord_path, header_path)["files"] == [tfrecord_path]
     assert read_header(header_path)["shards"][0]["file"] == Path(tfrecord_path).name
 
-    # A later save over the same paths works despite the leftovers.
+    # A later save over the same paths works despite the leftovers, and removes them: no
+    # process holds the killed save's claim on its first temporary any more.
     replacement = wide(7, offset=9.0)
     save(replacement, tfrecord_path, header_path)
     assert_same_elements(replacement, load(tfrecord_path, header_path))
+    assert temporaries(folder) == []
 
 
 # ---- (c) a write or rename fails -------------------------------------------------------------
@@ -1412,3 +1414,90 @@ def test_a_folder_reached_by_two_paths_is_locked_once(tmp_path):
 
     assert not thread.is_alive() and not errors, errors
     assert_same_elements(wide(3), load(tfrecord_path, header_path))
+
+
+DEAD = "0123456789ab"  # the token of a save that was killed, in its temporaries' names
+
+
+@pytest.mark.parametrize("header_folder", ["", "headers"])
+def test_a_save_removes_what_killed_saves_to_its_paths_left_and_nothing_else(tmp_path,
+                                                                             header_folder):
+    """Temporaries of saves to the same paths that were killed (record files, a header, files
+    moved aside during the renames) are superseded once a save puts its files in place, and
+    it removes them. Anything else beside them is kept, however alike its name."""
+    headers = tmp_path / header_folder
+    headers.mkdir(exist_ok=True)
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = str(headers / "data.header.yaml")
+    dead = {tmp_path: [f".data.tfrecord.{DEAD}.tmp0", f".data.tfrecord.{DEAD}.tmp1",
+                       f".data.tfrecord-00001-of-00004.{DEAD[::-1]}.tmp.old",
+                       f".data.tfrecord.{DEAD[::-1]}.tmp.old"],
+            headers: [f".data.header.yaml.{DEAD}.tmp", f".data.header.yaml.{DEAD[::-1]}.tmp.old"]}
+    kept = {tmp_path: [f".other.tfrecord.{DEAD}.tmp0", f"data.tfrecord.{DEAD}.tmp0",
+                       f".data.tfrecord.{DEAD.upper()}.tmp0", f".data.tfrecord.{DEAD}.tmpx",
+                       f".data.tfrecord-1.{DEAD}.tmp.old", f".data.tfrecord.{DEAD}.tmp",
+                       f".data.header.yaml.{DEAD}.tmp" if header_folder else "notes.txt"],
+            headers: [f".other.header.yaml.{DEAD}.tmp", f".data.header.yaml.{DEAD}.tmp0"]}
+    for folder, names in [*dead.items(), *kept.items()]:
+        for name in names:
+            (folder / name).write_bytes(b"left")
+
+    save(wide(3), tfrecord_path, header_path)
+
+    assert_same_elements(wide(3), load(tfrecord_path, header_path))
+    for folder in dead:
+        left = set(os.listdir(folder)) - {"data.tfrecord", "data.header.yaml", "headers"}
+        assert left == set(kept[folder]), folder
+
+
+def test_a_running_saves_temporaries_are_kept(tmp_path, monkeypatch):
+    """A save that runs while another to the same path puts its files in place keeps its
+    temporaries: it holds a lock of its first one (its claim), which the other tests before
+    taking any as dead. Also where the other removed that file in the moment between its
+    making and its lock (it is made again, and claimed)."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    writing, go_on = threading.Event(), threading.Event()
+    real_flock, raced = core.fcntl.flock, []
+
+    def flock(descriptor, operation):  # the first claim loses its file just before its lock
+        if operation == core.fcntl.LOCK_SH and not raced:
+            path = os.readlink(f"/proc/self/fd/{descriptor}")
+            raced.append(path)
+            os.remove(path)
+        return real_flock(descriptor, operation)
+
+    monkeypatch.setattr(core, "fcntl", types.SimpleNamespace(
+        flock=flock, LOCK_SH=core.fcntl.LOCK_SH, LOCK_EX=core.fcntl.LOCK_EX,
+        LOCK_NB=core.fcntl.LOCK_NB))
+
+    def generate():
+        for i in range(4):
+            if i == 2:
+                writing.set()
+                go_on.wait(60)
+            yield {"id": np.int64(i), "x": np.full(WIDTH, i, np.float32)}
+
+    signature = {"id": tf.TensorSpec([], tf.int64), "x": tf.TensorSpec([WIDTH], tf.float32)}
+    slow = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    first, errors = started(save, slow, tfrecord_path)
+    assert writing.wait(60)
+    running = temporaries(tmp_path)
+    save(wide(5), tfrecord_path)  # puts its files in place while the first save runs
+    kept = temporaries(tmp_path)
+    go_on.set()
+    first.join(60)
+
+    assert raced and running and kept == running and not errors, (raced, running, kept, errors)
+    assert_same_elements(slow, load(tfrecord_path))
+    assert temporaries(tmp_path) == []
+
+
+def test_killed_saves_leftovers_are_kept_where_the_folder_is_not_locked(tmp_path, monkeypatch):
+    """Without the folder's lock (no flock: Windows), a save cannot tell that no other one is
+    putting its files in place there (whose files moved aside would look dead): it removes
+    nothing."""
+    left = tmp_path / f".data.tfrecord.{DEAD}.tmp0"
+    left.write_bytes(b"left")
+    monkeypatch.setattr(core, "fcntl", None)
+    save(wide(3), str(tmp_path / "data.tfrecord"))
+    assert left.read_bytes() == b"left"
