@@ -4106,8 +4106,10 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     made = _make_folders(f"{header_path}: nothing was merged", header_path)  # as save does
     temp = _temp_name(header_path, uuid.uuid4().hex[:_TOKEN_CHARS])
     try:
-        _write_header(temp, merged, header_path)
-        with _commit_lock(_dirname(header_path)):  # not amid a save's renames there
+        # Not amid a save's renames there, nor while a save there removes what killed saves
+        # left (`_remove_dead_temporaries`), which would take this header's temporary for one
+        with _commit_lock(_dirname(header_path)):
+            _write_header(temp, merged, header_path)
             tf.io.gfile.rename(temp, header_path, overwrite=True)
     except BaseException as error:
         _remove_quietly(temp)

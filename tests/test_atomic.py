@@ -1501,3 +1501,28 @@ def test_killed_saves_leftovers_are_kept_where_the_folder_is_not_locked(tmp_path
     monkeypatch.setattr(core, "fcntl", None)
     save(wide(3), str(tmp_path / "data.tfrecord"))
     assert left.read_bytes() == b"left"
+
+
+def test_a_merges_header_is_not_taken_for_a_killed_saves(tmp_path, monkeypatch):
+    """A save to the records path whose header a merge is writing: the merge writes its
+    header's temporary under the folder's lock, so the save's removal of killed saves'
+    temporaries never takes it for one (the merge failed, its header gone, before)."""
+    parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
+    for i, part in enumerate(parts):
+        save(wide(2, offset=10.0 * i), part)
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    real, saving = core._write_header, []
+
+    def write_header(path, header, header_path):
+        real(path, header, header_path)
+        if not saving:  # the merge's, written: a save over the same path comes now
+            saving.append(started(save, wide(3), tfrecord_path))
+            saving[0][0].join(2.0)
+
+    monkeypatch.setattr(core, "_write_header", write_header)
+    merged = merge(parts, tfrecord_path)
+    saving[0][0].join(60)
+
+    assert merged and not saving[0][0].is_alive() and not saving[0][1], saving[0][1]
+    assert_same_elements(wide(3), load(tfrecord_path))  # the save put its files in place last
+    assert temporaries(tmp_path) == []
