@@ -751,7 +751,7 @@ def _interrupted(placing: set) -> str:
                        "hidden '.<name>.<token>.tmp')")
     return hint + (": then the previous files are beside it as hidden "
                    "'.<name>.<token>.tmp.old' (once no save runs there, rename them back to "
-                   "recover that dataset)")
+                   "recover that dataset, before a save there removes them)")
 
 
 def _node_problem(root) -> str | None:
@@ -3890,7 +3890,8 @@ def _stranded_error(error: Exception, stranded: list) -> SuperSerialError:
     return SuperSerialError(
         f"{_dirname(stranded[0][1])}: a save failed ({_printable(str(error))}) and could "
         f"not put back {len(stranded)} of the files there before, which it had moved aside; "
-        f"load refuses them until they are renamed back: {listed}{more}")
+        f"load refuses them until they are renamed back, and the next save there removes "
+        f"them: {listed}{more}")
 
 
 def _exists_by_name(path: str) -> bool:

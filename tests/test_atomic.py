@@ -501,7 +501,8 @@ def test_old_files_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
     message = str(caught.value)
     assert message.startswith(f"{tmp_path}: a save failed (")
     assert "could not put back 1 of the files there before" in message
-    assert message.endswith(f"renamed back: {tmp_path / backup} back to {Path(first).name}")
+    assert message.endswith(f"renamed back, and the next save there removes them: "
+                            f"{tmp_path / backup} back to {Path(first).name}")
     with pytest.raises(CorruptDataError, match="00000-of-00003"):
         load(tfrecord_path)
     os.rename(tmp_path / backup, first)  # as the message says
@@ -791,6 +792,8 @@ def test_a_save_killed_while_putting_its_files_in_place_is_waited_for_then_named
                               "or was interrupted while it did: then "), message
     if left:
         assert "the previous files are beside it as hidden '.<name>.<token>.tmp.old'" in message
+        assert message.endswith("rename them back to recover that dataset, before a save "
+                                "there removes them)"), message
     else:
         assert "its new header was not put in place (it is beside it as a hidden " \
                "'.<name>.<token>.tmp')" in message
