@@ -751,7 +751,7 @@ def _interrupted(placing: set) -> str:
                        "hidden '.<name>.<token>.tmp')")
     return hint + (": then the previous files are beside it as hidden "
                    "'.<name>.<token>.tmp.old' (once no save runs there, rename them back to "
-                   "recover that dataset, before a save there removes them)")
+                   "recover that dataset, before saving there again: a save may remove them)")
 
 
 def _node_problem(root) -> str | None:
@@ -3464,7 +3464,7 @@ class _RecordFiles:
         self.shard_size = shard_size
         self.block_records = block_records
         self.temp_paths: list[str] = []
-        self.claim: int | None = None  # `_claimed` first temporary, while the save runs
+        self.claim: int | None = None  # `_claimed`, while the save runs
         self.writers: list = []
         self.counts: list[int] = []
         self.bytes_written = 0
@@ -3492,6 +3492,7 @@ class _RecordFiles:
             raise
 
     def _start(self, num_shards, shard_size):
+        self.claim = _claimed(self.path, self.token)
         for _ in range(1 if shard_size else num_shards):
             self._open()
         # Writer threads (compression, checksums and writes give up the GIL, so shards are
@@ -3511,8 +3512,6 @@ class _RecordFiles:
     def _open(self):
         temp = _temp_name(self.path, self.token, len(self.temp_paths))
         self.temp_paths.append(temp)
-        if len(self.temp_paths) == 1:
-            self.claim = _claimed(temp)
         self.writers.append(_record_writer(temp, self.compression))
         self.counts.append(0)
         self.current_bytes = 0
@@ -3636,7 +3635,7 @@ class _RecordFiles:
             for name, count, temp in zip(names, self.counts, self.temp_paths)
         )
         header = make_header(shards)
-        with _commit_lock(self.folder, _dirname(header_path)) as locked:
+        with _commit_lock(self.folder, _dirname(header_path)):
             stale = self._old_shards(header_path) - set(names)
             header_temp = _temp_name(header_path, self.token)
             self.temp_paths.append(header_temp)
@@ -3646,7 +3645,7 @@ class _RecordFiles:
             self.temp_paths = []
             for name in sorted(stale):
                 _remove_quietly(_join(self.folder, name))
-            _remove_dead_temporaries(self.path, header_path, locked)
+            _remove_dead_temporaries(self.path, header_path, names)
         self._release()
         return header
 
@@ -3688,6 +3687,7 @@ class _RecordFiles:
 
     def _release(self):
         if self.claim is not None:
+            _remove_quietly(_temp_name(self.path, self.token, ".claim"))
             os.close(self.claim)  # and with it the claim's lock
             self.claim = None
 
@@ -3705,97 +3705,134 @@ def _commit_lock(*folders: str):
     other, and the last one's files are all there. Their renames overlapped before, and could
     leave one save's header beside the other's records. Advisory (between saves, and anything
     else that locks the folder); none on remote filesystems, nor where a folder cannot be
-    opened or locked (a save then goes on unlocked, as before).
-
-    Gives the set of the folders (as given) that it locked."""
+    opened or locked (a save then goes on unlocked, as before)."""
     opened = []
     try:
-        folders_at = {}  # each local folder as given, by the path it is opened by
-        for folder in folders:
-            if _is_local(folder):
-                folders_at.setdefault(_local(folder), set()).add(folder)
-        for path in folders_at if fcntl is not None else ():
+        local = {_local(f) for f in folders if _is_local(f)}
+        for folder in local if fcntl is not None else ():
             try:
-                opened.append((os.open(path, os.O_RDONLY), path))
+                opened.append(os.open(folder, os.O_RDONLY))
             except OSError:
                 continue
         # One lock a folder, whatever its paths (a link, a bind mount): two would wait for
         # each other. Taken in one order in every process, so that no two wait for each other.
         held = {}
-        for descriptor, path in opened:
+        for descriptor in opened:
             info = os.fstat(descriptor)
-            held.setdefault((info.st_dev, info.st_ino), []).append((descriptor, path))
-        locked = set()
-        for _, same in sorted(held.items()):
+            held.setdefault((info.st_dev, info.st_ino), descriptor)
+        for _, descriptor in sorted(held.items()):
             try:
-                fcntl.flock(same[0][0], fcntl.LOCK_EX)
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
             except OSError:  # a filesystem without flock
-                continue
-            for _, path in same:
-                locked |= folders_at[path]
-        yield locked
+                pass
+        yield
     finally:
-        for descriptor, _ in opened:  # closing it releases its lock
+        for descriptor in opened:  # closing it releases its lock
             os.close(descriptor)
 
 
-def _claimed(path: str) -> int | None:
-    """Makes a save's first temporary file, `path`, and holds a shared `flock` of it for as
-    long as the save runs (the descriptor to close); None where it cannot be made or locked.
-    The claim tells a later save that these temporaries are not a killed save's leftovers
-    (`_remove_dead_temporaries`). That save takes the file as dead while it can lock it
-    exclusively, and removes it under that lock: where it did so between this making the file
-    and locking it, the file is made again."""
-    if fcntl is None or not _is_local(path):
+def _claimed(tfrecord_path: str, token: str) -> int | None:
+    """A save's claim on its temporaries, made before any of them and held until they are in
+    place or removed: a shared `flock` of an empty file `.<name>.<token>.tmp.claim` beside
+    its records (the descriptor to close, once the file is removed). It tells a later save
+    that these temporaries are not a killed save's leftovers (`_remove_dead_temporaries`).
+    Where such a save took the claim for a killed one's and removed it before it was locked,
+    it is made again (that save found no other temporary of the token: none was made yet).
+    None where temporaries are not cleaned up (`_cleaned_up_here`), or the file cannot be
+    made or locked."""
+    if not _cleaned_up_here(_dirname(tfrecord_path)):
         return None
+    path = _local(_temp_name(tfrecord_path, token, ".claim"))
     for _ in range(3):
         try:
-            descriptor = os.open(_local(path), os.O_RDONLY | os.O_CREAT, 0o666)
-        except OSError:  # the writer opening it names the error
+            descriptor = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError:  # the writers opening their files name the error
             return None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_SH)
             if os.fstat(descriptor).st_nlink:
                 return descriptor
-        except OSError:  # a filesystem without flock
-            pass
-        os.close(descriptor)
+        except OSError:
+            os.close(descriptor)
+            _remove_quietly(path)
+            return None
+        os.close(descriptor)  # removed before it was locked: made again
+    return None
+
+
+# Filesystems on this machine's own disks or memory (Linux's names), whose flock covers every
+# process that can reach them; not NFS, SMB or FUSE, where it may cover one machine only
+_LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs",
+                                "jfs", "bcachefs", "reiserfs", "overlay"})
+
+
+def _cleaned_up_here(folder: str) -> bool:
+    """Whether saves claim their temporaries in a folder, and remove those of killed saves
+    there: a local path on one of `_LOCAL_FILESYSTEMS`, with flock (not Windows). Elsewhere
+    they cannot tell a killed save from a running one on another machine."""
+    if fcntl is None or not _is_local(folder):
+        return False
+    try:
+        device = os.stat(_local(folder) or ".").st_dev
+    except OSError:
+        return False
+    return _filesystem_type(device) in _LOCAL_FILESYSTEMS
+
+
+@functools.lru_cache(maxsize=64)
+def _filesystem_type(device: int) -> str | None:
+    """The type of the filesystem mounted as `device` (st_dev), from /proc/self/mountinfo
+    (Linux); None where it is not listed there, or not readable (other systems)."""
+    wanted = f"{os.major(device)}:{os.minor(device)}"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields, _, rest = line.partition(" - ")
+                if fields.split()[2:3] == [wanted] and rest:
+                    return rest.split()[0]
+    except OSError:
+        return None
     return None
 
 
 # A save's temporaries (`_temp_name`): `.<name>.<token>.tmp<index>`, the index a record
-# file's number, none for a header, or ".old" for a file moved aside
-_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<token>[0-9a-f]{12})\.tmp(?P<index>[0-9]*|\.old)",
-                        re.DOTALL)
+# file's number, none for a header, ".old" for a file moved aside, ".claim" for its claim
+_TEMPORARY = re.compile(
+    r"\.(?P<name>.+)\.(?P<token>[0-9a-f]{12})\.tmp(?P<index>[0-9]*|\.old|\.claim)", re.DOTALL)
 
 
-def _remove_dead_temporaries(tfrecord_path: str, header_path: str, locked: set):
+def _remove_dead_temporaries(tfrecord_path: str, header_path: str, names: list):
     """Removes what saves to these paths that were killed (SIGKILL, the kernel out of memory)
-    left of their temporaries: record files, headers, and files moved aside, all of them
-    superseded by the save now putting its files in place. Called with the folders `locked`
-    (`_commit_lock`), in those only, so that no save there is putting its own files in
-    place. A save whose first temporary is claimed (`_claimed`) still runs, and its files are
-    kept; so are temporaries where the claim cannot be tested (NFS, say)."""
+    left: their record files, header, files moved aside and claim, all of them superseded by
+    the save that has just put its files (`names` beside its records) in place. A save is
+    taken for dead where its claim (`_claimed`) is there and no process holds it; where it is
+    held the save runs, and where there is none (a merge's header, a save by an older
+    version) nothing of that token is removed. Only regular files, in folders where saves
+    claim theirs (`_cleaned_up_here`), each folder once whatever its paths."""
     folder, base = _dirname(tfrecord_path), _basename(tfrecord_path)
-    dead: dict = {}  # by token: whether that save is dead, its first temporary removed
-    for where in dict.fromkeys([folder, _dirname(header_path)]):
-        if where not in locked:
-            continue
+    ours = [_join(folder, name) for name in names]  # moved aside under names cut short too
+    dead: dict = {}  # by token: whether that save is dead (its claim then removed)
+    seen = set()
+    for where in (folder, _dirname(header_path)):
         try:
-            names = sorted(os.listdir(_local(where) or "."))
+            info = os.stat(_local(where) or ".")
+            if (info.st_dev, info.st_ino) in seen or not _cleaned_up_here(where):
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            listed = sorted(os.listdir(_local(where) or "."))
         except OSError:
             continue
-        for name in names:
+        for name in listed:
             match = _TEMPORARY.fullmatch(name)
             if match is None:
                 continue
             token, index = match["token"], match["index"]
-            if index.isdigit():
+            if index == "":
+                owners = [header_path]
+            elif index != ".old":  # a record file, or the claim
                 owners = [tfrecord_path]
-            elif index == "":
-                owners = [header_path]
             else:  # a file moved aside: a header, or record files of any count
-                owners = [header_path]
+                owners = [header_path, *ours]
                 if _is_save_name(match["name"], base):
                     owners.append(_join(folder, match["name"]))
             if not any(_same_place(_dirname(owner), where)
@@ -3803,31 +3840,38 @@ def _remove_dead_temporaries(tfrecord_path: str, header_path: str, locked: set):
                        for owner in owners):
                 continue  # another dataset's, or not a temporary
             if token not in dead:
-                dead[token] = _dead_claim(_temp_name(tfrecord_path, token, 0))
-            if dead[token]:
-                _remove_quietly(_join(where, name))
+                dead[token] = _dead_claim(_temp_name(tfrecord_path, token, ".claim"))
+            if dead[token] and index != ".claim":  # the claim went with the verdict
+                _remove_regular(_join(where, name))
 
 
 def _dead_claim(path: str) -> bool:
-    """Whether the save whose first temporary is `path` is dead: the file is gone (renamed
-    into place by a save killed after), or no process holds its claim (`_claimed`). A dead
-    claim is removed while locked, so a save that has just made that file makes it again."""
+    """Whether the save whose claim (`_claimed`) is at `path` was killed: the file is there,
+    a regular one, and no process holds its lock. It is then removed, under that lock (a
+    claim not yet locked, that this takes for dead, is made again: `_claimed`)."""
     try:
-        descriptor = os.open(_local(path), os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    except OSError:
+        descriptor = os.open(_local(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:  # none: nothing to tell by
         return False
     try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return False
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # held: the save runs; or no flock here
-        os.close(descriptor)
+        os.remove(_local(path))
+        return True
+    except OSError:  # held: the save runs
         return False
-    try:
-        _remove_quietly(path)
     finally:
         os.close(descriptor)
-    return True
+
+
+def _remove_regular(path: str):
+    """Removes `path` where it is a regular file (not a link, a FIFO or a folder)."""
+    try:
+        if stat.S_ISREG(os.lstat(_local(path)).st_mode):
+            os.remove(_local(path))
+    except OSError:
+        pass
 
 
 def _move_into_place(moves: list, token: str):
@@ -3890,8 +3934,8 @@ def _stranded_error(error: Exception, stranded: list) -> SuperSerialError:
     return SuperSerialError(
         f"{_dirname(stranded[0][1])}: a save failed ({_printable(str(error))}) and could "
         f"not put back {len(stranded)} of the files there before, which it had moved aside; "
-        f"load refuses them until they are renamed back, and the next save there removes "
-        f"them: {listed}{more}")
+        f"load refuses them until they are renamed back (before saving there again: a save "
+        f"may remove them): {listed}{more}")
 
 
 def _exists_by_name(path: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import re
@@ -243,7 +244,9 @@ def test_killed_save_keeps_previous_pair(good_pair, tmp_path_factory):
     assert leftovers, "the killed save left no temporary file: it was not killed mid-save"
     for name in leftovers:
         assert TEMP_NAME.match(name).group("name") == Path(tfrecord_path).name
-    assert os.path.getsize(folder / leftovers[0]) > 0, "no record reached the temporary file"
+    [records, claim] = sorted(leftovers, key=lambda name: name.endswith(".claim"))
+    assert os.path.getsize(folder / records) > 0, "no record reached the temporary file"
+    assert claim.endswith(".tmp.claim") and os.path.getsize(folder / claim) == 0
     # Everything but the leftovers is exactly as before; the leftovers are not taken for data.
     after = snapshot(folder)
     assert {k: v for k, v in after.items() if k not in leftovers} == before
@@ -252,7 +255,7 @@ def test_killed_save_keeps_previous_pair(good_pair, tmp_path_factory):
     assert read_header(header_path)["shards"][0]["file"] == Path(tfrecord_path).name
 
     # A later save over the same paths works despite the leftovers, and removes them: no
-    # process holds the killed save's claim on its first temporary any more.
+    # process holds the killed save's claim any more.
     replacement = wide(7, offset=9.0)
     save(replacement, tfrecord_path, header_path)
     assert_same_elements(replacement, load(tfrecord_path, header_path))
@@ -484,8 +487,10 @@ def test_old_files_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
     def rename(src, dst, overwrite=False):
         src, dst = str(src), str(dst)
         if src.endswith(".tmp.old"):  # putting an old file back
+            # the save's claim (empty, `_claimed`) goes last, once nothing of the save is left
             temporaries_at_put_back.append(sorted(
-                n for n in os.listdir(tmp_path) if TEMP_NAME.match(n) and not n.endswith(".old")))
+                n for n in os.listdir(tmp_path)
+                if TEMP_NAME.match(n) and not n.endswith((".old", ".claim"))))
             if dst == first:
                 raise tf.errors.ResourceExhaustedError(None, None, f"{src}; No space left")
         elif dst == third:  # the new third shard into place
@@ -501,8 +506,8 @@ def test_old_files_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
     message = str(caught.value)
     assert message.startswith(f"{tmp_path}: a save failed (")
     assert "could not put back 1 of the files there before" in message
-    assert message.endswith(f"renamed back, and the next save there removes them: "
-                            f"{tmp_path / backup} back to {Path(first).name}")
+    assert message.endswith(f"renamed back (before saving there again: a save may remove "
+                            f"them): {tmp_path / backup} back to {Path(first).name}")
     with pytest.raises(CorruptDataError, match="00000-of-00003"):
         load(tfrecord_path)
     os.rename(tmp_path / backup, first)  # as the message says
@@ -792,8 +797,8 @@ def test_a_save_killed_while_putting_its_files_in_place_is_waited_for_then_named
                               "or was interrupted while it did: then "), message
     if left:
         assert "the previous files are beside it as hidden '.<name>.<token>.tmp.old'" in message
-        assert message.endswith("rename them back to recover that dataset, before a save "
-                                "there removes them)"), message
+        assert message.endswith("rename them back to recover that dataset, before saving "
+                                "there again: a save may remove them)"), message
     else:
         assert "its new header was not put in place (it is beside it as a hidden " \
                "'.<name>.<token>.tmp')" in message
@@ -1426,47 +1431,83 @@ DEAD = "0123456789ab"  # the token of a save that was killed, in its temporaries
 def test_a_save_removes_what_killed_saves_to_its_paths_left_and_nothing_else(tmp_path,
                                                                              header_folder):
     """Temporaries of saves to the same paths that were killed (record files, a header, files
-    moved aside during the renames) are superseded once a save puts its files in place, and
-    it removes them. Anything else beside them is kept, however alike its name."""
+    moved aside during the renames, their claims) are superseded once a save puts its files in
+    place, and it removes them. Anything else beside them is kept, however alike its name; so
+    are the temporaries of a token with no claim (a merge's header, an older version's save:
+    nothing tells whether it runs)."""
     headers = tmp_path / header_folder
     headers.mkdir(exist_ok=True)
     tfrecord_path = str(tmp_path / "data.tfrecord")
     header_path = str(headers / "data.header.yaml")
-    dead = {tmp_path: [f".data.tfrecord.{DEAD}.tmp0", f".data.tfrecord.{DEAD}.tmp1",
-                       f".data.tfrecord-00001-of-00004.{DEAD[::-1]}.tmp.old",
-                       f".data.tfrecord.{DEAD[::-1]}.tmp.old"],
-            headers: [f".data.header.yaml.{DEAD}.tmp", f".data.header.yaml.{DEAD[::-1]}.tmp.old"]}
-    kept = {tmp_path: [f".other.tfrecord.{DEAD}.tmp0", f"data.tfrecord.{DEAD}.tmp0",
+    other, unclaimed = DEAD[::-1], "abcdef012345"
+    dead, kept = collections.defaultdict(list), collections.defaultdict(list)
+    dead[tmp_path] += [f".data.tfrecord.{DEAD}.tmp.claim", f".data.tfrecord.{DEAD}.tmp0",
+                       f".data.tfrecord.{DEAD}.tmp1", f".data.tfrecord.{other}.tmp.claim",
+                       f".data.tfrecord-00001-of-00004.{other}.tmp.old",
+                       f".data.tfrecord.{other}.tmp.old"]
+    dead[headers] += [f".data.header.yaml.{DEAD}.tmp", f".data.header.yaml.{other}.tmp.old"]
+    kept[tmp_path] += [f".other.tfrecord.{DEAD}.tmp0", f"data.tfrecord.{DEAD}.tmp0",
                        f".data.tfrecord.{DEAD.upper()}.tmp0", f".data.tfrecord.{DEAD}.tmpx",
                        f".data.tfrecord-1.{DEAD}.tmp.old", f".data.tfrecord.{DEAD}.tmp",
-                       f".data.header.yaml.{DEAD}.tmp" if header_folder else "notes.txt"],
-            headers: [f".other.header.yaml.{DEAD}.tmp", f".data.header.yaml.{DEAD}.tmp0"]}
+                       f".data.tfrecord.{unclaimed}.tmp0",
+                       f".data.header.yaml.{DEAD}.tmp" if header_folder else "notes.txt"]
+    kept[headers] += [f".other.header.yaml.{DEAD}.tmp", f".data.header.yaml.{DEAD}.tmp0",
+                      f".data.header.yaml.{unclaimed}.tmp"]
     for folder, names in [*dead.items(), *kept.items()]:
         for name in names:
-            (folder / name).write_bytes(b"left")
+            (folder / name).write_bytes(b"" if name.endswith(".claim") else b"left")
+    # FIFOs are no files a save makes: kept, and never opened (one would wait for a writer)
+    fifo_claimed = "fedcba987654"
+    (tmp_path / f".data.tfrecord.{fifo_claimed}.tmp0").write_bytes(b"left")
+    fifos = [f".data.tfrecord.{DEAD}.tmp2", f".data.tfrecord.{fifo_claimed}.tmp.claim"]
+    kept[tmp_path] += fifos + [f".data.tfrecord.{fifo_claimed}.tmp0"]
 
-    save(wide(3), tfrecord_path, header_path)
+    with fifo_at(tmp_path / fifos[0]), fifo_at(tmp_path / fifos[1], rescue_after=60):
+        thread, errors = started(save, wide(3), tfrecord_path, header_path)
+        thread.join(30)
 
+    assert not thread.is_alive() and not errors, errors
     assert_same_elements(wide(3), load(tfrecord_path, header_path))
     for folder in dead:
         left = set(os.listdir(folder)) - {"data.tfrecord", "data.header.yaml", "headers"}
         assert left == set(kept[folder]), folder
 
 
+
+def test_a_save_removes_killed_saves_leftovers_of_names_cut_short(tmp_path):
+    """Where a temporary's name would pass 255 bytes it is cut short and ends in a digest
+    (`_temp_name`): leftovers of the record files this save writes, its header and the claim
+    are still found, and removed; a file moved aside under a shard's name this save does not
+    write cannot be told from another dataset's of a like long name, and is kept."""
+    tfrecord_path = str(tmp_path / ("a" * 228 + ".tfrecord"))  # 237 bytes, its shards' 252
+    shards = [f"{tfrecord_path}-0000{i}-of-00002" for i in range(2)]
+    dead = [core._temp_name(tfrecord_path, DEAD, index) for index in (".claim", 0, 1)]
+    dead += [core._temp_name(path, DEAD, ".old")
+             for path in [*shards, tfrecord_path + ".header.yaml"]]
+    dead += [core._temp_name(tfrecord_path + ".header.yaml", DEAD)]
+    kept = [core._temp_name(f"{tfrecord_path}-00000-of-00003", DEAD, ".old")]
+    assert all("~" in Path(path).name for path in dead + kept)
+    for path in dead + kept:
+        Path(path).write_bytes(b"")
+
+    save(wide(3), tfrecord_path, num_shards=2)
+
+    assert temporaries(tmp_path) == [Path(kept[0]).name]
+    assert_same_elements(wide(3), load(tfrecord_path))
+
 def test_a_running_saves_temporaries_are_kept(tmp_path, monkeypatch):
-    """A save that runs while another to the same path puts its files in place keeps its
-    temporaries: it holds a lock of its first one (its claim), which the other tests before
-    taking any as dead. Also where the other removed that file in the moment between its
-    making and its lock (it is made again, and claimed)."""
+    """A save that runs while others to the same path put their files in place keeps its
+    temporaries: it holds a lock of its claim, which they test before taking any as dead.
+    Also where one of them looked while the claim was made and not yet locked: it took it for
+    a killed save's and removed it, and the claim is made again."""
     tfrecord_path = str(tmp_path / "data.tfrecord")
     writing, go_on = threading.Event(), threading.Event()
     real_flock, raced = core.fcntl.flock, []
 
-    def flock(descriptor, operation):  # the first claim loses its file just before its lock
+    def flock(descriptor, operation):  # another save comes as the first claim is made
         if operation == core.fcntl.LOCK_SH and not raced:
-            [path] = tmp_path.glob(".data.tfrecord.*.tmp0")  # the only save yet
-            raced.append(path)
-            os.remove(path)
+            raced.append(started(save, wide(5), tfrecord_path))
+            raced[0][0].join(60)
         return real_flock(descriptor, operation)
 
     monkeypatch.setattr(core, "fcntl", types.SimpleNamespace(
@@ -1485,25 +1526,33 @@ def test_a_running_saves_temporaries_are_kept(tmp_path, monkeypatch):
     first, errors = started(save, slow, tfrecord_path)
     assert writing.wait(60)
     running = temporaries(tmp_path)
-    save(wide(5), tfrecord_path)  # puts its files in place while the first save runs
+    save(wide(6), tfrecord_path)  # puts its files in place while the first save runs
     kept = temporaries(tmp_path)
     go_on.set()
     first.join(60)
 
-    assert raced and running and kept == running and not errors, (raced, running, kept, errors)
+    assert raced and not raced[0][1] and not errors, (raced, errors)
+    assert [n for n in running if n.endswith(".tmp.claim")] and kept == running, (running, kept)
     assert_same_elements(slow, load(tfrecord_path))
     assert temporaries(tmp_path) == []
 
 
-def test_killed_saves_leftovers_are_kept_where_the_folder_is_not_locked(tmp_path, monkeypatch):
-    """Without the folder's lock (no flock: Windows), a save cannot tell that no other one is
-    putting its files in place there (whose files moved aside would look dead): it removes
-    nothing."""
-    left = tmp_path / f".data.tfrecord.{DEAD}.tmp0"
-    left.write_bytes(b"left")
-    monkeypatch.setattr(core, "fcntl", None)
+@pytest.mark.parametrize("where", ["no flock", "nfs"])
+def test_killed_saves_leftovers_are_kept_where_saves_cannot_claim_theirs(tmp_path, monkeypatch,
+                                                                          where):
+    """Without flock (Windows), or on a filesystem whose locks may cover one machine only
+    (NFS), a save cannot tell a killed save from a running one: it claims nothing and
+    removes nothing."""
+    left = [tmp_path / f".data.tfrecord.{DEAD}.tmp.claim", tmp_path / f".data.tfrecord.{DEAD}.tmp0"]
+    for path in left:
+        path.write_bytes(b"")
+    if where == "nfs":
+        monkeypatch.setattr(core, "_filesystem_type", lambda device: "nfs4")
+    else:
+        monkeypatch.setattr(core, "fcntl", None)
     save(wide(3), str(tmp_path / "data.tfrecord"))
-    assert left.read_bytes() == b"left"
+    assert all(path.exists() for path in left)
+    assert sorted(temporaries(tmp_path)) == sorted(path.name for path in left)
 
 
 def test_a_merges_header_is_not_taken_for_a_killed_saves(tmp_path, monkeypatch):
