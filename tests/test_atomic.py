@@ -1556,9 +1556,11 @@ def test_killed_saves_leftovers_are_kept_where_saves_cannot_claim_theirs(tmp_pat
 
 
 def test_a_merges_header_is_not_taken_for_a_killed_saves(tmp_path, monkeypatch):
-    """A save to the records path whose header a merge is writing: the merge writes its
-    header's temporary under the folder's lock, so the save's removal of killed saves'
-    temporaries never takes it for one (the merge failed, its header gone, before)."""
+    """A save to the records path whose header a merge is writing: the merge writes and renames
+    its header under the folder's lock, so the save (and its removal of killed saves'
+    leftovers) comes after the merge, not between its write and its rename. With the write
+    outside the lock, the merge's header replaced the save's that came after it. (A merge's
+    temporary has no claim, so no save takes it for dead: test above.)"""
     parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
     for i, part in enumerate(parts):
         save(wide(2, offset=10.0 * i), part)
