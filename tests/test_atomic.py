@@ -1537,6 +1537,23 @@ def test_a_running_saves_temporaries_are_kept(tmp_path, monkeypatch):
     assert temporaries(tmp_path) == []
 
 
+
+def test_a_save_whose_removal_of_leftovers_fails_is_still_saved(tmp_path, monkeypatch):
+    """Leftovers are removed once the save's own files are in place: an error then (a
+    folder that cannot be listed, say) leaves them, and is no failure of the save, which
+    must not report that nothing was saved."""
+    left = [tmp_path / f".data.tfrecord.{DEAD}.tmp.claim", tmp_path / f".data.tfrecord.{DEAD}.tmp0"]
+    for path in left:
+        path.write_bytes(b"")
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied (simulated)", path)
+
+    monkeypatch.setattr(core, "_dead_claim", refused)
+    save(wide(3), str(tmp_path / "data.tfrecord"))
+    assert_same_elements(wide(3), load(str(tmp_path / "data.tfrecord")))
+    assert sorted(temporaries(tmp_path)) == sorted(path.name for path in left)
+
 @pytest.mark.parametrize("where", ["no flock", "nfs"])
 def test_killed_saves_leftovers_are_kept_where_saves_cannot_claim_theirs(tmp_path, monkeypatch,
                                                                           where):
