@@ -727,14 +727,10 @@ def _placing(header_path: str) -> set:
         names = tf.io.gfile.listdir(_listable(_dirname(header_path)))
     except (tf.errors.OpError, UnicodeDecodeError):  # a name in the folder is not UTF-8
         return kinds
-    token = "0" * _TOKEN_CHARS
-    for kind, index in (("new", ""), (".old", ".old")):
-        probe = _basename(_temp_name(header_path, token, index))  # cut short if long
-        head = probe[:probe.rindex(token)]
-        tail = probe[len(head) + len(token):]
-        if any(len(n) == len(probe) and n.startswith(head) and n.endswith(tail)
-               for n in names):
-            kinds.add(kind)
+    for name in names:
+        found = _temporary_of(name, header_path)
+        if found is not None and found[1] in ("", ".old"):
+            kinds.add(found[1] or "new")
     return kinds
 
 
@@ -3742,7 +3738,7 @@ def _claimed(tfrecord_path: str, token: str) -> int | None:
     it is made again (that save found no other temporary of the token: none was made yet).
     None where temporaries are not cleaned up (`_cleaned_up_here`), or the file cannot be
     made or locked."""
-    if not _cleaned_up_here(_dirname(tfrecord_path)):
+    if _cleaned_up_here(_dirname(tfrecord_path)) is None:
         return None
     path = _local(_temp_name(tfrecord_path, token, ".claim"))
     for _ in range(3):
@@ -3768,17 +3764,17 @@ _LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs",
                                 "jfs", "bcachefs", "reiserfs", "overlay"})
 
 
-def _cleaned_up_here(folder: str) -> bool:
-    """Whether saves claim their temporaries in a folder, and remove those of killed saves
-    there: a local path on one of `_LOCAL_FILESYSTEMS`, with flock (not Windows). Elsewhere
-    they cannot tell a killed save from a running one on another machine."""
+def _cleaned_up_here(folder: str) -> os.stat_result | None:
+    """The folder's `os.stat` where saves claim their temporaries there, and remove those of
+    killed saves: a local path on one of `_LOCAL_FILESYSTEMS`, with flock (not Windows); else
+    None. Elsewhere they cannot tell a killed save from a running one on another machine."""
     if fcntl is None or not _is_local(folder):
-        return False
+        return None
     try:
-        device = os.stat(_local(folder) or ".").st_dev
+        info = os.stat(_local(folder) or ".")
     except OSError:
-        return False
-    return _filesystem_type(device) in _LOCAL_FILESYSTEMS
+        return None
+    return info if _filesystem_type(info.st_dev) in _LOCAL_FILESYSTEMS else None
 
 
 def _filesystem_type(device: int) -> str | None:
@@ -3804,6 +3800,15 @@ _TEMPORARY = re.compile(
     r"\.(?P<name>.+)\.(?P<token>[0-9a-f]{12})\.tmp(?P<index>[0-9]*|\.old|\.claim)", re.DOTALL)
 
 
+def _temporary_of(name: str, owner: str) -> tuple[str, str] | None:
+    """(token, index) where `name` is a temporary that a save (of any token) makes of the path
+    `owner` (`_temp_name`, names cut short included); else None."""
+    match = _TEMPORARY.fullmatch(name)
+    if match is None or _basename(_temp_name(owner, match["token"], match["index"])) != name:
+        return None
+    return match["token"], match["index"]
+
+
 def _remove_dead_temporaries(tfrecord_path: str, header_path: str, names: list):
     """Removes what saves to these paths that were killed (SIGKILL, the kernel out of memory)
     left: their record files, header, files moved aside and claim, all of them superseded by
@@ -3817,11 +3822,11 @@ def _remove_dead_temporaries(tfrecord_path: str, header_path: str, names: list):
     dead: dict = {}  # by token: whether that save is dead (its claim then removed)
     seen = set()
     for where in (folder, _dirname(header_path)):
+        info = _cleaned_up_here(where)
+        if info is None or (info.st_dev, info.st_ino) in seen:
+            continue
+        seen.add((info.st_dev, info.st_ino))
         try:
-            info = os.stat(_local(where) or ".")
-            if (info.st_dev, info.st_ino) in seen or not _cleaned_up_here(where):
-                continue
-            seen.add((info.st_dev, info.st_ino))
             listed = sorted(os.listdir(_local(where) or "."))
         except OSError:
             continue
@@ -3838,8 +3843,7 @@ def _remove_dead_temporaries(tfrecord_path: str, header_path: str, names: list):
                 owners = [header_path, *ours]
                 if _is_save_name(match["name"], base):
                     owners.append(_join(folder, match["name"]))
-            if not any(_same_place(_dirname(owner), where)
-                       and _basename(_temp_name(owner, token, index)) == name
+            if not any(_same_place(_dirname(owner), where) and _temporary_of(name, owner)
                        for owner in owners):
                 continue  # another dataset's, or not a temporary
             if token not in dead:
