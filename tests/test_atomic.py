@@ -1427,6 +1427,15 @@ def test_a_folder_reached_by_two_paths_is_locked_once(tmp_path):
 DEAD = "0123456789ab"  # the token of a save that was killed, in its temporaries' names
 
 
+def killed_save_left(folder) -> list[Path]:
+    """What a save to `folder`/data.tfrecord killed while it wrote leaves: its claim (no
+    process holds it any more) and a record file."""
+    left = [folder / f".data.tfrecord.{DEAD}.tmp.claim", folder / f".data.tfrecord.{DEAD}.tmp0"]
+    for path in left:
+        path.write_bytes(b"")
+    return left
+
+
 @pytest.mark.parametrize("header_folder", ["", "headers"])
 def test_a_save_removes_what_killed_saves_to_its_paths_left_and_nothing_else(tmp_path,
                                                                              header_folder):
@@ -1542,9 +1551,7 @@ def test_a_save_whose_removal_of_leftovers_fails_is_still_saved(tmp_path, monkey
     """Leftovers are removed once the save's own files are in place: an error then (a
     folder that cannot be listed, say) leaves them, and is no failure of the save, which
     must not report that nothing was saved."""
-    left = [tmp_path / f".data.tfrecord.{DEAD}.tmp.claim", tmp_path / f".data.tfrecord.{DEAD}.tmp0"]
-    for path in left:
-        path.write_bytes(b"")
+    left = killed_save_left(tmp_path)
 
     def refused(path):
         raise PermissionError(13, "Permission denied (simulated)", path)
@@ -1560,9 +1567,7 @@ def test_killed_saves_leftovers_are_kept_where_saves_cannot_claim_theirs(tmp_pat
     """Without flock (Windows), or on a filesystem whose locks may cover one machine only
     (NFS), a save cannot tell a killed save from a running one: it claims nothing and
     removes nothing."""
-    left = [tmp_path / f".data.tfrecord.{DEAD}.tmp.claim", tmp_path / f".data.tfrecord.{DEAD}.tmp0"]
-    for path in left:
-        path.write_bytes(b"")
+    left = killed_save_left(tmp_path)
     if where == "nfs":
         monkeypatch.setattr(core, "_filesystem_type", lambda device: "nfs4")
     else:
