@@ -3704,6 +3704,26 @@ def _commit_lock(*folders: str):
     leave one save's header beside the other's records. Advisory (between saves, and anything
     else that locks the folder); none on remote filesystems, nor where a folder cannot be
     opened or locked (a save then goes on unlocked, as before)."""
+    with _folder_locks(folders, shared=False, patience=None):
+        yield
+
+
+@contextlib.contextmanager
+def _read_lock(*folders: str):
+    """A shared `flock` of each local folder, held while `load` reads a header and checks its
+    files against it: no save puts its files in place meanwhile (`_commit_lock`), so what is
+    read matches. Without it, a load among saves one after another could find, three times
+    running, a header of one save beside the files of the next. Waited for up to
+    `_PLACING_WAIT` s: a save stopped while it holds its lock delays a load that long, and the
+    load then goes on without the lock, as before."""
+    with _folder_locks(folders, shared=True, patience=_PLACING_WAIT):
+        yield
+
+
+@contextlib.contextmanager
+def _folder_locks(folders: tuple, shared: bool, patience: float | None):
+    """`flock`s of the local folders among `folders`: shared or exclusive, waited for without
+    end (`patience` None) or up to `patience` s, after which the rest are not taken."""
     opened = []
     try:
         local = {_local(f) for f in folders if _is_local(f)}
@@ -3718,15 +3738,34 @@ def _commit_lock(*folders: str):
         for descriptor in opened:
             info = os.fstat(descriptor)
             held.setdefault((info.st_dev, info.st_ino), descriptor)
+        deadline = None if patience is None else time.monotonic() + patience
         for _, descriptor in sorted(held.items()):
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX)
-            except OSError:  # a filesystem without flock
-                pass
+            if not _flock(descriptor, fcntl.LOCK_SH if shared else fcntl.LOCK_EX, deadline):
+                break
         yield
     finally:
         for descriptor in opened:  # closing it releases its lock
             os.close(descriptor)
+
+
+def _flock(descriptor: int, operation: int, deadline: float | None) -> bool:
+    """Takes a lock of `descriptor`, waiting up to `deadline` (`time.monotonic`; None, no
+    end). False where the wait ran out; True where it was taken, or where the filesystem
+    has no flock (a save or load then goes on unlocked)."""
+    try:
+        if deadline is None:
+            fcntl.flock(descriptor, operation)
+            return True
+        while True:
+            try:
+                fcntl.flock(descriptor, operation | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.005)
+    except OSError:  # a filesystem without flock
+        return True
 
 
 def _claimed(tfrecord_path: str, token: str) -> int | None:
@@ -4352,26 +4391,38 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
 def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list]:
     """The header and its record files' paths, the files checked against it (`_check_files`).
 
-    Where they do not match, reads and checks again, up to three times in all: a save in
-    another process may have begun to put its files in place since the header was read (its
-    new header has the same fields where the new dataset has the same schema and sizes), and
-    reading the header again waits for it (`_header_bytes`). Files that do not match for any
-    other reason fail the same way each time, at the cost of two more reads of the header
-    (none for the original module's, whose records are counted by reading the file).
+    Both are read with the folders' read lock held (`_read_lock`), so no save puts its files
+    in place meanwhile. Where they still do not match, reads and checks again, up to three
+    times in all: a save that takes no lock (on another machine, say, or by an older version)
+    may have begun to put its files in place since the header was read (its new header has
+    the same fields where the new dataset has the same schema and sizes), and reading the
+    header again waits for it (`_header_bytes`). Files that do not match for any other reason
+    fail the same way each time, at the cost of two more reads of the header (none for the
+    original module's, whose records are counted by reading the file).
     """
     attempts = 3
     while True:
-        header = _read_header(header_path, tfrecord_path)
-        paths = _shard_paths(header, tfrecord_path)
-        _check_names(header, tfrecord_path, header_path)
-        checked = header if header.version else _count_records(header, paths[0])
-        try:
-            _check_files(checked, paths, header_path)
-            return checked, paths
-        except CorruptDataError:
-            attempts -= 1
-            if not attempts or not header.version:  # the original module's: counted by reading
-                raise
+        if not tf.io.gfile.exists(header_path):
+            # waited for here, not with the lock held: a save to these paths may be what puts
+            # it back, as it removes a killed save's leftovers (`_RecordFiles.commit`)
+            _header_bytes(header_path, tfrecord_path)
+        with _read_lock(_dirname(tfrecord_path), _dirname(header_path)):
+            header = _read_header(header_path, tfrecord_path)
+            paths = _shard_paths(header, tfrecord_path)
+            _check_names(header, tfrecord_path, header_path)
+            if header.version:
+                try:
+                    _check_files(header, paths, header_path)
+                    return header, paths
+                except CorruptDataError:
+                    attempts -= 1
+                    if not attempts:
+                        raise
+                    continue
+        # the original module's: counted by reading the file, with no save kept waiting
+        checked = _count_records(header, paths[0])
+        _check_files(checked, paths, header_path)
+        return checked, paths
 
 
 def _shard_paths(header: _Header, tfrecord_path: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import os
 import re
@@ -823,14 +824,17 @@ def test_a_header_that_is_there_but_does_not_open_is_refused_at_once(tmp_path):
 
 def _save_after_first_header_read(monkeypatch, tfrecord_path, dataset):
     """Saves `dataset` at `tfrecord_path` right after the first header read that follows, as
-    a save in another process could between a reader's reads."""
+    a save in another process that takes no lock could between a reader's reads (on another
+    machine, say, or by an older version; a save here would wait for the reader's lock)."""
     real_read, saved = core._read_header, []
 
     def read_then_save(*args, **kwargs):
         header = real_read(*args, **kwargs)
         if not saved:
             saved.append(True)
-            save(dataset, tfrecord_path, num_shards=2)
+            with monkeypatch.context() as unlocked:
+                unlocked.setattr(core, "_commit_lock", lambda *folders: contextlib.nullcontext())
+                save(dataset, tfrecord_path, num_shards=2)
         return header
 
     monkeypatch.setattr(core, "_read_header", read_then_save)
@@ -1422,6 +1426,85 @@ def test_a_folder_reached_by_two_paths_is_locked_once(tmp_path):
 
     assert not thread.is_alive() and not errors, errors
     assert_same_elements(wide(3), load(tfrecord_path, header_path))
+
+
+@pytest.mark.parametrize("header_folder", ["", "headers"])
+def test_a_load_waits_for_a_save_putting_its_files_in_place(tmp_path, header_folder):
+    """A save holds its folders' lock while it puts its files in place, here with its new
+    records in place and its header not yet. A load then reads the header and checks the
+    files once the save is done, and loads the new dataset. It read the old header beside the
+    new records before, three times running where saves came one after another, and was
+    refused ("... bytes on disk, but ... says ...")."""
+    (tmp_path / "headers").mkdir()
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = str(tmp_path / header_folder / "data.header.yaml")
+    save(wide(10), tfrecord_path, header_path)
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    save(wide(12, offset=1.0), str(newer / "data.tfrecord"), str(newer / "data.header.yaml"))
+    records_placed, loading = threading.Event(), threading.Event()
+
+    def save_putting_its_files_in_place():
+        with core._commit_lock(str(tmp_path), str(tmp_path / header_folder)):
+            os.replace(newer / "data.tfrecord", tfrecord_path)
+            records_placed.set()
+            loading.wait(30)
+            time.sleep(0.3)  # the load, were it not held, would be refused meanwhile
+            os.replace(newer / "data.header.yaml", header_path)
+
+    saver, errors = started(save_putting_its_files_in_place)
+    assert records_placed.wait(30)
+    loading.set()
+    try:
+        loaded = load(tfrecord_path, header_path)
+    finally:
+        loading.set()
+        saver.join(30)
+    assert not errors, errors
+    assert_same_elements(wide(12, offset=1.0), loaded)
+
+
+def test_a_load_waiting_for_a_header_lets_a_save_put_it_in_place(tmp_path, monkeypatch):
+    """A killed save moved the header aside. A load waits for a header (`_PLACING_WAIT`),
+    and a save to the same paths, begun meanwhile, puts its files in place and removes the
+    killed save's: the load loads the new dataset. Had the load held its read lock while it
+    waited, the save would have waited for the load, and the load would have been refused."""
+    monkeypatch.setattr(core, "_PLACING_WAIT", 5.0)
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = tfrecord_path + ".header.yaml"
+    save(wide(3), tfrecord_path)
+    os.rename(header_path, core._temp_name(header_path, DEAD, ".old"))
+    Path(core._temp_name(tfrecord_path, DEAD, ".claim")).write_bytes(b"")
+    loaded: list = []
+    loader, errors = started(lambda: loaded.append(load(tfrecord_path)))
+    time.sleep(0.3)  # the load is waiting
+    began = time.monotonic()
+    save(wide(4, offset=1.0), tfrecord_path)
+    saved_in = time.monotonic() - began
+    loader.join(30)
+
+    assert not errors, errors
+    assert saved_in < 2.5, saved_in
+    assert_same_elements(wide(4, offset=1.0), loaded[0])
+    assert sorted(os.listdir(tmp_path)) == ["data.tfrecord", "data.tfrecord.header.yaml"]
+
+
+def test_a_load_goes_on_without_the_lock_of_a_save_that_does_not_let_go(tmp_path, monkeypatch):
+    """A save stopped (SIGSTOP, a debugger) while it holds its folder's lock: a load waits for
+    the lock `_PLACING_WAIT` s, then loads without it."""
+    monkeypatch.setattr(core, "_PLACING_WAIT", 0.3)
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(5), tfrecord_path)
+    with core._commit_lock(str(tmp_path)):
+        loaded: list = []
+        began = time.monotonic()
+        loader, errors = started(lambda: loaded.append(load(tfrecord_path)))
+        loader.join(30)
+        waited = time.monotonic() - began
+
+    assert not loader.is_alive() and not errors, errors
+    assert 0.3 <= waited < 10, waited
+    assert_same_elements(wide(5), loaded[0])
 
 
 DEAD = "0123456789ab"  # the token of a save that was killed, in its temporaries' names
