@@ -3710,12 +3710,12 @@ def _commit_lock(*folders: str):
 
 @contextlib.contextmanager
 def _read_lock(*folders: str):
-    """A shared `flock` of each local folder, held while `load` reads a header and checks its
-    files against it: no save puts its files in place meanwhile (`_commit_lock`), so what is
-    read matches. Without it, a load among saves one after another could find, three times
-    running, a header of one save beside the files of the next. Waited for up to
-    `_PLACING_WAIT` s: a save stopped while it holds its lock delays a load that long, and the
-    load then goes on without the lock, as before."""
+    """A shared `flock` of each local folder, held while `load` reads a header once more and
+    checks its files against it, where they did not match at first: no save to a local path
+    puts its files in place meanwhile (`_commit_lock`), so what is read then is of one save,
+    however fast saves come one after another. Waited for up to `_PLACING_WAIT` s: a save
+    stopped while it holds its lock delays such a load that long, and the load then goes on
+    without the lock."""
     with _folder_locks(folders, shared=True, patience=_PLACING_WAIT):
         yield
 
@@ -4391,38 +4391,36 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
 def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list]:
     """The header and its record files' paths, the files checked against it (`_check_files`).
 
-    Both are read with the folders' read lock held (`_read_lock`), so no save puts its files
-    in place meanwhile. Where they still do not match, reads and checks again, up to three
-    times in all: a save that takes no lock (on another machine, say, or by an older version)
-    may have begun to put its files in place since the header was read (its new header has
-    the same fields where the new dataset has the same schema and sizes), and reading the
-    header again waits for it (`_header_bytes`). Files that do not match for any other reason
-    fail the same way each time, at the cost of two more reads of the header (none for the
-    original module's, whose records are counted by reading the file).
+    Where they do not match, reads and checks again, up to three times in all, now with the
+    folders' read lock held (`_read_lock`): a save in another process may have begun to put
+    its files in place since the header was read (its new header has the same fields where
+    the new dataset has the same schema and sizes). Reading the header again waits for that
+    save's (`_header_bytes`), and the lock keeps the next save's renames from coming between
+    the header and the files (saves on other machines, or by older versions, take no lock;
+    a third read is for them). Files that do not match for any other reason fail the same way
+    each time, at the cost of two more reads of the header (none for the original module's,
+    whose records are counted by reading the file).
     """
-    attempts = 3
+    attempts, locked = 3, False  # the first read takes no lock: a save rarely comes between
     while True:
-        if not tf.io.gfile.exists(header_path):
+        if locked and not tf.io.gfile.exists(header_path):
             # waited for here, not with the lock held: a save to these paths may be what puts
             # it back, as it removes a killed save's leftovers (`_RecordFiles.commit`)
             _header_bytes(header_path, tfrecord_path)
-        with _read_lock(_dirname(tfrecord_path), _dirname(header_path)):
+        folders = _dirname(tfrecord_path), _dirname(header_path)
+        with _read_lock(*folders) if locked else contextlib.nullcontext():
             header = _read_header(header_path, tfrecord_path)
             paths = _shard_paths(header, tfrecord_path)
             _check_names(header, tfrecord_path, header_path)
-            if header.version:
-                try:
-                    _check_files(header, paths, header_path)
-                    return header, paths
-                except CorruptDataError:
-                    attempts -= 1
-                    if not attempts:
-                        raise
-                    continue
-        # the original module's: counted by reading the file, with no save kept waiting
-        checked = _count_records(header, paths[0])
-        _check_files(checked, paths, header_path)
-        return checked, paths
+            checked = header if header.version else _count_records(header, paths[0])
+            try:
+                _check_files(checked, paths, header_path)
+                return checked, paths
+            except CorruptDataError:
+                attempts -= 1
+                if not attempts or not header.version:  # the original module's: counted
+                    raise
+        locked = True
 
 
 def _shard_paths(header: _Header, tfrecord_path: str) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import os
 import re
@@ -824,17 +823,14 @@ def test_a_header_that_is_there_but_does_not_open_is_refused_at_once(tmp_path):
 
 def _save_after_first_header_read(monkeypatch, tfrecord_path, dataset):
     """Saves `dataset` at `tfrecord_path` right after the first header read that follows, as
-    a save in another process that takes no lock could between a reader's reads (on another
-    machine, say, or by an older version; a save here would wait for the reader's lock)."""
+    a save in another process could between a reader's reads."""
     real_read, saved = core._read_header, []
 
     def read_then_save(*args, **kwargs):
         header = real_read(*args, **kwargs)
         if not saved:
             saved.append(True)
-            with monkeypatch.context() as unlocked:
-                unlocked.setattr(core, "_commit_lock", lambda *folders: contextlib.nullcontext())
-                save(dataset, tfrecord_path, num_shards=2)
+            save(dataset, tfrecord_path, num_shards=2)
         return header
 
     monkeypatch.setattr(core, "_read_header", read_then_save)
@@ -1428,83 +1424,100 @@ def test_a_folder_reached_by_two_paths_is_locked_once(tmp_path):
     assert_same_elements(wide(3), load(tfrecord_path, header_path))
 
 
-@pytest.mark.parametrize("header_folder", ["", "headers"])
-def test_a_load_waits_for_a_save_putting_its_files_in_place(tmp_path, header_folder):
-    """A save holds its folders' lock while it puts its files in place, here with its new
-    records in place and its header not yet. A load then reads the header and checks the
-    files once the save is done, and loads the new dataset. It read the old header beside the
-    new records before, three times running where saves came one after another, and was
-    refused ("... bytes on disk, but ... says ...")."""
-    (tmp_path / "headers").mkdir()
+def test_a_load_among_saves_coming_one_after_another_reads_one_saves_files(tmp_path,
+                                                                          monkeypatch):
+    """Each time a load has read the header, a save of another size puts its files in place
+    before the load checks them. The load's second read holds its folder's read lock, which
+    that read's save waits for: it gets that header and its files. It was refused before,
+    after three reads ("... bytes on disk, but ... says ...")."""
     tfrecord_path = str(tmp_path / "data.tfrecord")
-    header_path = str(tmp_path / header_folder / "data.header.yaml")
-    save(wide(10), tfrecord_path, header_path)
-    newer = tmp_path / "newer"
-    newer.mkdir()
-    save(wide(12, offset=1.0), str(newer / "data.tfrecord"), str(newer / "data.header.yaml"))
-    records_placed, loading = threading.Event(), threading.Event()
+    save(wide(10), tfrecord_path)
+    sizes, saves, real = iter([12, 14, 16, 18]), [], core._check_files
 
-    def save_putting_its_files_in_place():
-        with core._commit_lock(str(tmp_path), str(tmp_path / header_folder)):
-            os.replace(newer / "data.tfrecord", tfrecord_path)
-            records_placed.set()
-            loading.wait(30)
-            time.sleep(0.3)  # the load, were it not held, would be refused meanwhile
-            os.replace(newer / "data.header.yaml", header_path)
+    def check_files_as_a_save_lands(*args):
+        saver = started(save, wide(next(sizes)), tfrecord_path)
+        saver[0].join(1.0)  # in place, unless it waits for the load's lock
+        saves.append(saver)
+        return real(*args)
 
-    saver, errors = started(save_putting_its_files_in_place)
-    assert records_placed.wait(30)
-    loading.set()
-    try:
-        loaded = load(tfrecord_path, header_path)
-    finally:
-        loading.set()
-        saver.join(30)
-    assert not errors, errors
-    assert_same_elements(wide(12, offset=1.0), loaded)
+    monkeypatch.setattr(core, "_check_files", check_files_as_a_save_lands)
+    header, _ = core._checked_header(tfrecord_path + ".header.yaml", tfrecord_path)
+    monkeypatch.undo()
+    for thread, _ in saves:
+        thread.join(30)
+
+    assert header.num_records in (10, 12)  # the files then in place: the first read's, or
+    assert not any(errors for _, errors in saves), saves  # the second's (locked) after a save
+    assert_same_elements(wide(10 + 2 * len(saves)), load(tfrecord_path))  # the last save's
 
 
-def test_a_load_waiting_for_a_header_lets_a_save_put_it_in_place(tmp_path, monkeypatch):
-    """A killed save moved the header aside. A load waits for a header (`_PLACING_WAIT`),
-    and a save to the same paths, begun meanwhile, puts its files in place and removes the
-    killed save's: the load loads the new dataset. Had the load held its read lock while it
+def test_a_load_waits_for_the_lock_of_a_save_that_does_not_let_go_only_so_long(tmp_path,
+                                                                              monkeypatch):
+    """A save stopped (SIGSTOP, a debugger) while it holds its folder's lock. A load whose
+    files match its header does not wait for that lock. One whose files do not match waits
+    for it `_PLACING_WAIT` s, then reads again without it, and is refused."""
+    monkeypatch.setattr(core, "_PLACING_WAIT", 1.0)
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = tfrecord_path + ".header.yaml"
+    save(wide(5), tfrecord_path)
+    (tmp_path / "other").mkdir()
+    save(wide(6), str(tmp_path / "other" / "data.tfrecord"))
+    took, outcomes = [], []
+
+    def timed_load():
+        began = time.monotonic()
+        try:
+            outcomes.append(load(tfrecord_path))
+        finally:
+            took.append(time.monotonic() - began)
+
+    with core._commit_lock(str(tmp_path)):
+        loader, matched_errors = started(timed_load)
+        loader.join(30)
+        os.replace(tmp_path / "other" / "data.tfrecord.header.yaml", header_path)  # 6, not 5
+        loader, errors = started(timed_load)
+        loader.join(30)
+
+    assert not loader.is_alive() and not matched_errors, matched_errors
+    assert_same_elements(wide(5), outcomes[0])
+    assert took[0] < 0.5, took
+    assert len(errors) == 1 and isinstance(errors[0], CorruptDataError), errors
+    assert str(errors[0]).startswith(f"{tfrecord_path}: "), errors
+    assert 1.0 <= took[1] < 10, took
+
+
+def test_a_load_reading_again_waits_for_a_header_without_the_lock(tmp_path, monkeypatch):
+    """A load read the header; then a save was killed among its renames (the header moved
+    aside, its records in place), and a save to the same paths begins. The load reads again,
+    waits for a header (`_PLACING_WAIT`), and the new save puts its files in place and removes
+    the killed save's: the load gets the new dataset. Had the load held its read lock while it
     waited, the save would have waited for the load, and the load would have been refused."""
     monkeypatch.setattr(core, "_PLACING_WAIT", 5.0)
     tfrecord_path = str(tmp_path / "data.tfrecord")
     header_path = tfrecord_path + ".header.yaml"
     save(wide(3), tfrecord_path)
-    os.rename(header_path, core._temp_name(header_path, DEAD, ".old"))
-    Path(core._temp_name(tfrecord_path, DEAD, ".claim")).write_bytes(b"")
-    loaded: list = []
-    loader, errors = started(lambda: loaded.append(load(tfrecord_path)))
-    time.sleep(0.3)  # the load is waiting
-    began = time.monotonic()
-    save(wide(4, offset=1.0), tfrecord_path)
-    saved_in = time.monotonic() - began
-    loader.join(30)
+    save(wide(7), str(tmp_path / "killed"))
+    real_stat, later = tf.io.gfile.stat, []
 
-    assert not errors, errors
-    assert saved_in < 2.5, saved_in
-    assert_same_elements(wide(4, offset=1.0), loaded[0])
+    def stat_as_a_save_is_killed(path):
+        if path == tfrecord_path and not later:
+            os.rename(header_path, core._temp_name(header_path, DEAD, ".old"))
+            os.rename(tfrecord_path, core._temp_name(tfrecord_path, DEAD, ".old"))
+            os.rename(tmp_path / "killed", tfrecord_path)
+            os.remove(tmp_path / "killed.header.yaml")
+            Path(core._temp_name(tfrecord_path, DEAD, ".claim")).write_bytes(b"")
+            later.append(threading.Timer(0.3, save, (wide(4, offset=1.0), tfrecord_path)))
+            later[0].start()
+        return real_stat(path)
+
+    monkeypatch.setattr(tf.io.gfile, "stat", stat_as_a_save_is_killed)
+    header, _ = core._checked_header(header_path, tfrecord_path)
+    monkeypatch.undo()
+    later[0].join(30)
+
+    assert header.num_records == 4
+    assert_same_elements(wide(4, offset=1.0), load(tfrecord_path))
     assert sorted(os.listdir(tmp_path)) == ["data.tfrecord", "data.tfrecord.header.yaml"]
-
-
-def test_a_load_goes_on_without_the_lock_of_a_save_that_does_not_let_go(tmp_path, monkeypatch):
-    """A save stopped (SIGSTOP, a debugger) while it holds its folder's lock: a load waits for
-    the lock `_PLACING_WAIT` s, then loads without it."""
-    monkeypatch.setattr(core, "_PLACING_WAIT", 0.3)
-    tfrecord_path = str(tmp_path / "data.tfrecord")
-    save(wide(5), tfrecord_path)
-    with core._commit_lock(str(tmp_path)):
-        loaded: list = []
-        began = time.monotonic()
-        loader, errors = started(lambda: loaded.append(load(tfrecord_path)))
-        loader.join(30)
-        waited = time.monotonic() - began
-
-    assert not loader.is_alive() and not errors, errors
-    assert 0.3 <= waited < 10, waited
-    assert_same_elements(wide(5), loaded[0])
 
 
 DEAD = "0123456789ab"  # the token of a save that was killed, in its temporaries' names
