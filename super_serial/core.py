@@ -3714,8 +3714,8 @@ def _read_lock(*folders: str):
     checks its files against it, where they did not match at first: no save to a local path
     puts its files in place meanwhile (`_commit_lock`), so what is read then is of one save,
     however fast saves come one after another. Waited for up to `_PLACING_WAIT` s: a save
-    stopped while it holds its lock delays such a load that long, and the load then goes on
-    without the lock."""
+    stopped while it holds its lock delays each such read (two at most) that long, and the
+    read then goes on without the lock."""
     with _folder_locks(folders, shared=True, patience=_PLACING_WAIT):
         yield
 

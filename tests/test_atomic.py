@@ -1455,7 +1455,7 @@ def test_a_load_waits_for_the_lock_of_a_save_that_does_not_let_go_only_so_long(t
                                                                               monkeypatch):
     """A save stopped (SIGSTOP, a debugger) while it holds its folder's lock. A load whose
     files match its header does not wait for that lock. One whose files do not match waits
-    for it `_PLACING_WAIT` s, then reads again without it, and is refused."""
+    for it `_PLACING_WAIT` s at each read after the first, reads without it, and is refused."""
     monkeypatch.setattr(core, "_PLACING_WAIT", 1.0)
     tfrecord_path = str(tmp_path / "data.tfrecord")
     header_path = tfrecord_path + ".header.yaml"
