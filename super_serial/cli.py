@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - every failure becomes one line (or a traceback)
         if args.debug:
             traceback.print_exc()
-        print(f"{PROG}: error: {_describe(e)}", file=sys.stderr)
+        given = [getattr(args, name, None) for name in ("path", "header", "dir")]
+        print(f"{PROG}: error: {_describe(e, [p for p in given if p])}", file=sys.stderr)
         status = 1
     finally:
         if sys.stdout is not stdout and isinstance(sys.stdout, _GuardedOutput):
@@ -258,8 +259,11 @@ def _utf8_path(text: str) -> str:
     return text
 
 
-def _describe(error: Exception) -> str:
-    """One line for an error: the message alone for expected failures."""
+def _describe(error: Exception, paths: list = ()) -> str:
+    """One line for an error: the message alone for expected failures. Control characters
+    are shown as \\xNN: a newline in one of `paths` (the paths of a dataset's shards and
+    default header begin with its own) too, where lines of the message are joined with a
+    space."""
     # Only modules already imported are used: describing an error must not fail itself (as
     # importing a broken TensorFlow again would).
     core, tf = sys.modules.get("super_serial.core"), sys.modules.get("tensorflow")
@@ -274,9 +278,14 @@ def _describe(error: Exception) -> str:
     else:
         text = (f"{type(error).__name__}: {error} (an unexpected error; run with --debug "
                 "for the traceback)")
-    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
     # TensorFlow quotes a bad record's bytes: control characters (an escape, say) as \xNN
-    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
+    def escaped(part: str) -> str:
+        return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", part)
+
+    longest_first = sorted({p for p in paths if escaped(p) != p}, key=len, reverse=True)
+    for path in longest_first:  # one may begin with another
+        text = text.replace(path, escaped(path))
+    return escaped(" ".join(line.strip() for line in text.splitlines() if line.strip()))
 
 
 def _header_path(args) -> str:

@@ -554,6 +554,24 @@ def test_control_characters_in_a_message_are_escaped():
     assert cli._describe(error) == "x.tfrecord: could not parse '\\x1b[31mred\\x00'"
 
 
+@pytest.mark.parametrize("missing", ["header", "shard"])
+def test_a_newline_in_a_path_is_shown_escaped_in_an_error(tmp_path, capsys, missing):
+    """An error's lines are joined into one, and a newline in the path given showed as a
+    space: the path in the message was not the file's."""
+    folder = tmp_path / "two\nlines"
+    folder.mkdir()
+    tfrecord_path = str(folder / "data")
+    super_serial.save(tf.data.Dataset.range(6), tfrecord_path, num_shards=2)
+    gone = tfrecord_path + (".header.yaml" if missing == "header" else "-00001-of-00002")
+    os.remove(gone)
+
+    assert cli.main(["verify", tfrecord_path]) == 1
+    err = capsys.readouterr().err
+    shown = gone.replace("\n", "\\x0a")
+    assert err.startswith(f"super-serial: error: {shown}: "), err
+    assert err.count("\n") == 1, err
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
 @pytest.mark.parametrize("command", [["inspect"], ["head", "-n", "100"]])
 @pytest.mark.parametrize("unbuffered", [False, True])
