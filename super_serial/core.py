@@ -3696,7 +3696,6 @@ except ImportError:  # pragma: no cover - depends on the platform
     fcntl = None
 
 
-@contextlib.contextmanager
 def _commit_lock(*folders: str):
     """An exclusive `flock` of each local folder (the records', the header's), held while a
     save puts its files in place: two saves to one path at once then commit one after the
@@ -3704,11 +3703,9 @@ def _commit_lock(*folders: str):
     leave one save's header beside the other's records. Advisory (between saves, and anything
     else that locks the folder); none on remote filesystems, nor where a folder cannot be
     opened or locked (a save then goes on unlocked, as before)."""
-    with _folder_locks(folders, shared=False, patience=None):
-        yield
+    return _folder_locks(folders, shared=False, patience=None)
 
 
-@contextlib.contextmanager
 def _read_lock(*folders: str):
     """A shared `flock` of each local folder, held while `load` reads a header once more and
     checks its files against it, where they did not match at first: no save to a local path
@@ -3716,8 +3713,7 @@ def _read_lock(*folders: str):
     however fast saves come one after another. Waited for up to `_PLACING_WAIT` s: a save
     stopped while it holds its lock delays each such read (two at most) that long, and the
     read then goes on without the lock."""
-    with _folder_locks(folders, shared=True, patience=_PLACING_WAIT):
-        yield
+    return _folder_locks(folders, shared=True, patience=_PLACING_WAIT)
 
 
 @contextlib.contextmanager
@@ -4402,12 +4398,12 @@ def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list
     whose records are counted by reading the file).
     """
     attempts, locked = 3, False  # the first read takes no lock: a save rarely comes between
+    folders = _dirname(tfrecord_path), _dirname(header_path)
     while True:
         if locked and not tf.io.gfile.exists(header_path):
             # waited for here, not with the lock held: a save to these paths may be what puts
             # it back, as it removes a killed save's leftovers (`_RecordFiles.commit`)
             _header_bytes(header_path, tfrecord_path)
-        folders = _dirname(tfrecord_path), _dirname(header_path)
         with _read_lock(*folders) if locked else contextlib.nullcontext():
             header = _read_header(header_path, tfrecord_path)
             paths = _shard_paths(header, tfrecord_path)
