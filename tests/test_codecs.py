@@ -360,6 +360,39 @@ def test_group_rows_of_one_length_counts_each_rows_items(counts, size, equal_sha
     assert one.lengths.tolist() == summed.lengths.tolist() == [n * size for n in counts]
 
 
+@pytest.mark.parametrize("count, size", [(6553, 10), (6554, 10), (257, 255), (258, 255),
+                                         (1, 255)])
+def test_group_rows_sums_rows_past_uint16_in_a_wider_dtype(count, size):
+    """Varint lengths (uint8) of rows whose sum can pass 65,535 (the longest row times the
+    longest item) are summed in uint32, not wrapped in uint16; a row of 258 items of 255 bytes
+    passes it, one of 6,553 items of 10 does not. The items differ, so that the lengths are
+    summed item by item (not `_one_each`'s count times the length)."""
+    item_lengths = np.full(count + 2, size, np.uint8)
+    item_lengths[:2] = 1  # a short first row, then the long one
+    splits = np.array([0, 2, count + 2])
+    column = core._group_rows(item_lengths[:0], item_lengths, splits, 2)
+    assert column.lengths.tolist() == [2, count * size]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("case", ["empty", "zero", "positive", "largest", "minus one",
+                                  "least", "mixed"])
+def test_unsigned_gives_int64s_twos_complement_and_the_largest(dtype, case):
+    """Signed integers become the unsigned ints their varints encode: of their own width
+    where none is negative, else int64's two's complement (10-byte varints); with the largest
+    of those, which decides the varints' lengths."""
+    info = np.iinfo(dtype)
+    values = np.array({"empty": [], "zero": [0, 0], "positive": [3, 100, 1],
+                       "largest": [info.max, 0], "minus one": [5, -1], "least": [info.min, 7],
+                       "mixed": [info.min, -1, 0, info.max, 300 % info.max]}[case], dtype)
+    unsigned, top = core._unsigned(values)
+    expected = [int(v) % 2**64 for v in values.tolist()]
+    assert unsigned.tolist() == expected
+    assert top == max(expected, default=0)
+    negative = any(v < 0 for v in values.tolist())
+    assert unsigned.dtype == (np.uint64 if negative else np.dtype(f"u{info.bits // 8}"))
+
+
 def test_group_rows_sums_a_row_past_uint32_in_int64():
     """A row of varint lengths (uint8) whose sum passes 2**32: summed without wrapping, where
     rows too short for that are summed in uint32."""
