@@ -803,7 +803,10 @@ class _HeaderParser:
         if not isinstance(raw, dict):
             raise HeaderError(f"{self.source}: not a valid header: expected a mapping, found "
                               f"{_short(raw)}")
-        if "format" not in raw and "version" not in raw:
+        # The original module's header maps each feature's name to its shape and dtype, so
+        # there 'format' and 'version' can only name features (mappings)
+        if not any(key in raw and not isinstance(raw[key], dict) for key in ("format",
+                                                                           "version")):
             return self.parse_legacy(raw, tfrecord_base)
         if raw.get("format") != FORMAT_NAME:
             self.fail("format", f"expected '{FORMAT_NAME}', found {_short(raw.get('format'))}")

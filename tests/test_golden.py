@@ -100,6 +100,30 @@ def test_original_module_files_that_do_not_match_are_counted_once(tmp_path, monk
     assert len(counted) == 1
 
 
+@pytest.mark.parametrize("names", [("format",), ("version",), ("format", "version")])
+def test_original_module_features_named_format_or_version_load(tmp_path, names):
+    """The original module's header is its features' names, each mapped to a shape and dtype:
+    features named 'format' or 'version' (this format's own fields) are read as features.
+    Written as that module wrote them (`yaml.dump`, one Example a record)."""
+    header = {name: {"shape": [], "dtype": tf.int64.as_datatype_enum} for name in names}
+    header["x"] = {"shape": [2], "dtype": tf.float32.as_datatype_enum}
+    header_path, records = tmp_path / "data.header", tmp_path / "data.tfrecord"
+    header_path.write_text(yaml.dump(header))
+    with tf.io.TFRecordWriter(str(records)) as writer:
+        for i in range(3):
+            feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=[i + k]))
+                       for k, name in enumerate(names)}
+            feature["x"] = tf.train.Feature(float_list=tf.train.FloatList(value=[i, i + .5]))
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+    expected = tf.data.Dataset.from_tensor_slices({
+        **{name: np.arange(3, dtype=np.int64) + k for k, name in enumerate(names)},
+        "x": np.array([[i, i + .5] for i in range(3)], np.float32)})
+    assert_same_elements(expected, super_serial.load(str(records), str(header_path)))
+    assert super_serial.read_header(header_path)["version"] == 0
+    assert super_serial.verify(records, header_path)["num_records"] == 3
+
+
 def test_original_module_header():
     header = super_serial.read_header(ORIGINAL / "images.header")
     assert header["version"] == 0
