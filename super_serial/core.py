@@ -708,8 +708,26 @@ def _header_bytes(header_path: str, tfrecord_path: str | None) -> bytes:
             continue
         if not placing and now < deadline and tf.io.gfile.exists(header_path):
             continue  # put in place between the two looks
+        unseen = _unseen(header_path)
+        if unseen:
+            raise HeaderError(f"{header_path}: cannot read header: {unseen}")
         hint = _misnamed(tfrecord_path, header_path) or _interrupted(placing)
         raise HeaderError(f"{header_path}: header file not found{hint}")
+
+
+def _unseen(path: str) -> str | None:
+    """Why the OS cannot look at a local path where TensorFlow finds no file, unless it is
+    missing: "Permission denied" where a folder above it cannot be searched, say (TensorFlow's
+    look for it says only that it is not there). Else None."""
+    if not _is_local(path):
+        return None
+    try:
+        os.stat(_local(path))
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
 
 
 def _cannot_read_header(header_path: str, error: tf.errors.OpError):
