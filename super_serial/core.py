@@ -3671,7 +3671,7 @@ class _RecordFiles:
             _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
             self.temp_paths = []
             for name in sorted(stale):
-                _remove_quietly(_join(self.folder, name))
+                _remove_stale(_join(self.folder, name), header_path)
             # Its files are in place: what it cannot remove of others' is no failure of its own
             with contextlib.suppress(Exception):
                 _remove_dead_temporaries(self.path, header_path, names)
@@ -4027,6 +4027,22 @@ def _size(path: str) -> int | None:
         return tf.io.gfile.stat(path).length
     except tf.errors.OpError:
         return None
+
+
+def _remove_stale(path: str, header_path: str):
+    """Removes a shard of the dataset a save replaced that the new one does not use. Warns
+    where it cannot (another user's file in a folder with the sticky bit, say): the new files
+    are in place all the same, and the old shard would be left without a word."""
+    try:
+        tf.io.gfile.remove(path)
+    except tf.errors.NotFoundError:  # removed since
+        pass
+    except tf.errors.OpError as e:  # TensorFlow's message: "<path>; <the OS's reason>"
+        reason = _tf_message(e).removeprefix(f"{path}; ")
+        warnings.warn(
+            f"save {header_path}: {path}, a file of the dataset saved there before, could not "
+            f"be removed ({reason}); the new dataset does not use it",
+            UserWarning, stacklevel=5)  # the user's call of save
 
 
 def _remove_quietly(path: str):

@@ -265,6 +265,31 @@ def test_saving_again_leaves_no_stale_shards(paths, small_blocks, first, second)
     assert_same_elements(flat_dict(7), load(tfrecord_path))
 
 
+def test_an_old_shard_that_cannot_be_removed_is_warned_of(paths, small_blocks, monkeypatch):
+    """A save with fewer shards removes the old ones; one it cannot remove (another user's
+    file in a folder with the sticky bit, say: made here, as tests run as root) is named in a
+    warning from the user's call, and the new dataset is in place all the same."""
+    tfrecord_path, _ = paths
+    save(flat_dict(), tfrecord_path, num_shards=3)
+    kept = f"{tfrecord_path}-00002-of-00003"
+    remove = tf.io.gfile.remove
+
+    def refused(path):
+        if path == kept:
+            raise tf.errors.PermissionDeniedError(None, None, f"{path}; Operation not permitted")
+        remove(path)
+
+    monkeypatch.setattr(tf.io.gfile, "remove", refused)
+    with pytest.warns(UserWarning, match=re.escape(
+            f"{kept}, a file of the dataset saved there before, could not be removed "
+            "(Operation not permitted); the new dataset does not use it")) as caught:
+        header = save(flat_dict(7), tfrecord_path, num_shards=1)
+    assert [w.filename for w in caught] == [__file__]
+    assert folder_contents(tfrecord_path) == sorted(
+        [header["shards"][0]["file"], "data.tfrecord.header.yaml", Path(kept).name])
+    assert_same_elements(flat_dict(7), load(tfrecord_path))
+
+
 # ---- remote paths -------------------------------------------------------------------------
 
 
