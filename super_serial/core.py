@@ -2213,6 +2213,12 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
         raise SchemaError(f"{tfrecord_path}: nothing was saved: {problem}") from None
     finally:
         meter.close()
+    # Warned of once the save is done, so that warnings turned into errors do not undo it
+    for path, reason in files.unremoved:
+        warnings.warn(
+            f"save {header_path}: {path}, a file of the dataset saved there before, could not "
+            f"be removed ({reason}); the new dataset does not use it",
+            UserWarning, stacklevel=3)  # the user's call of save
     return header, written
 
 
@@ -3500,6 +3506,7 @@ class _RecordFiles:
         self._threads: list = []
         self._aborted = False
         self.committing = False  # from the last write on: errors are of putting files in place
+        self.unremoved: list = []  # (path, reason): old shards commit could not remove
         try:
             self._start(num_shards, shard_size)
         except BaseException as error:  # too many files open, say: what was made goes again
@@ -3670,8 +3677,10 @@ class _RecordFiles:
             destinations = [_join(self.folder, name) for name in names] + [header_path]
             _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
             self.temp_paths = []
-            for name in sorted(stale):
-                _remove_stale(_join(self.folder, name), header_path)
+            for path in (_join(self.folder, name) for name in sorted(stale)):
+                reason = _remove_stale(path)
+                if reason is not None:
+                    self.unremoved.append((path, reason))
             # Its files are in place: what it cannot remove of others' is no failure of its own
             with contextlib.suppress(Exception):
                 _remove_dead_temporaries(self.path, header_path, names)
@@ -4029,20 +4038,17 @@ def _size(path: str) -> int | None:
         return None
 
 
-def _remove_stale(path: str, header_path: str):
-    """Removes a shard of the dataset a save replaced that the new one does not use. Warns
-    where it cannot (another user's file in a folder with the sticky bit, say): the new files
-    are in place all the same, and the old shard would be left without a word."""
+def _remove_stale(path: str) -> str | None:
+    """Removes a shard of the dataset a save replaced that the new one does not use; the OS's
+    reason where it cannot (another user's file in a folder with the sticky bit, say), which
+    `save` warns of once its files are in place."""
     try:
         tf.io.gfile.remove(path)
     except tf.errors.NotFoundError:  # removed since
         pass
     except tf.errors.OpError as e:  # TensorFlow's message: "<path>; <the OS's reason>"
-        reason = _tf_message(e).removeprefix(f"{path}; ")
-        warnings.warn(
-            f"save {header_path}: {path}, a file of the dataset saved there before, could not "
-            f"be removed ({reason}); the new dataset does not use it",
-            UserWarning, stacklevel=5)  # the user's call of save
+        return _tf_message(e).removeprefix(f"{path}; ")
+    return None
 
 
 def _remove_quietly(path: str):

@@ -271,7 +271,7 @@ def test_an_old_shard_that_cannot_be_removed_is_warned_of(paths, small_blocks, m
     warning from the user's call, and the new dataset is in place all the same."""
     tfrecord_path, _ = paths
     save(flat_dict(), tfrecord_path, num_shards=3)
-    kept = f"{tfrecord_path}-00002-of-00003"
+    kept = f"{tfrecord_path}-00000-of-00003"  # the first removed: the others go after it
     remove = tf.io.gfile.remove
 
     def refused(path):
@@ -285,8 +285,16 @@ def test_an_old_shard_that_cannot_be_removed_is_warned_of(paths, small_blocks, m
             "(Operation not permitted); the new dataset does not use it")) as caught:
         header = save(flat_dict(7), tfrecord_path, num_shards=1)
     assert [w.filename for w in caught] == [__file__]
-    assert folder_contents(tfrecord_path) == sorted(
-        [header["shards"][0]["file"], "data.tfrecord.header.yaml", Path(kept).name])
+    left = sorted([header["shards"][0]["file"], "data.tfrecord.header.yaml", Path(kept).name])
+    assert folder_contents(tfrecord_path) == left
+    assert_same_elements(flat_dict(7), load(tfrecord_path))
+    # Warnings turned into errors raise it once the save is done, which it does not undo
+    save(flat_dict(), tfrecord_path, num_shards=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match=re.escape(f"{kept}, a file of the dataset")):
+            save(flat_dict(7), tfrecord_path, num_shards=1)
+    assert folder_contents(tfrecord_path) == left
     assert_same_elements(flat_dict(7), load(tfrecord_path))
 
 
