@@ -2479,6 +2479,13 @@ def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded:
             raise ValueError(f"{path!r}: a file name of {len(name.encode())} bytes "
                              f"({'its shards: ' if name != _basename(path) else ''}{name!r}) "
                              f"is longer than the {_MAX_NAME_BYTES} most filesystems allow")
+    _check_header_not_on_records(tfrecord_path, header_path)
+
+
+def _check_header_not_on_records(tfrecord_path: str, header_path: str):
+    """ValueError where the header would land where a save to `tfrecord_path` puts its records
+    (its name, or a name of its shards): `save`'s own would overwrite it; `merge`'s, a later
+    save's."""
     folder, name = _dirname(header_path), _basename(header_path)
     if _same_place(folder, _dirname(tfrecord_path)) and _is_save_name(
             name, _basename(tfrecord_path)):
@@ -4172,7 +4179,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
       HeaderError: A part's header is missing or invalid.
       CorruptDataError: A part's record file is missing or its size differs from its header's.
       ValueError: The merged dataset or its header would land on a part's files or on a
-        folder, a part is listed twice, a path is not UTF-8, or one part would be merged
+        folder, the merged name is a part's header, the header would land where a save to
+        `tfrecord_path` puts its records (as `save` refuses), a part is listed twice, a path is not UTF-8, or one part would be merged
         where the records of an earlier save to `tfrecord_path` are (`load` could not tell
         that header from a copy of the part's).
       TypeError: A path is a tensor.
@@ -4192,6 +4200,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     if not parts:
         raise ValueError("merge() needs at least one part")
     _check_not_folders([header_path])
+    _check_header_not_on_records(tfrecord_path, header_path)
     for i, part in enumerate(parts):
         if any(_same_place(part, earlier) for earlier in parts[:i]):
             raise ValueError(f"{part}: listed twice in part_paths")
@@ -4199,6 +4208,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
                                                            header_path):
             raise ValueError(f"{part}: the merged dataset needs a name of its own; this would "
                              "replace the part's header")
+        if _same_place(default_header_path(part), tfrecord_path):
+            raise ValueError(f"{part}: the merged dataset needs a name of its own; "
+                             f"{tfrecord_path} is the part's header")
     folder = _dirname(tfrecord_path)
     headers = []
     for part in parts:

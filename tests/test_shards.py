@@ -807,6 +807,26 @@ def test_merge_refuses_a_header_on_a_parts_header_given_another_way(tmp_path, mo
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
+def test_merge_refuses_a_header_where_its_records_name_would_go_and_a_parts_header_as_name(
+        tmp_path):
+    """As save refuses it: a header on the merged name, or one of its shards' names, which a
+    later save there would write its records over (merge had put the header on `merged`
+    itself). And a part's header given as the merged name is named as such (the refusal said
+    that records of an earlier save were there)."""
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    merged = str(tmp_path / "merged")
+    for header_path in (merged, f"{merged}-00000-of-00002"):
+        with pytest.raises(ValueError, match=re.escape(
+                f"header_path {header_path!r} is where the records of {merged!r} go")):
+            merge(parts, merged, header_path)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{parts[1]}: the merged dataset needs a name of its own; {parts[1]}.header.yaml "
+            "is the part's header")):
+        merge(parts, f"{parts[1]}.header.yaml")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_merge_refuses_parts_named_as_the_merged_paths_own_shards(tmp_path):
     """A later save to `train` would replace or remove `train-0000i-of-00002` as its own."""
     parts = [str(tmp_path / f"train-{i:05d}-of-00002") for i in range(2)]
