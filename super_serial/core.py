@@ -4180,9 +4180,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
       CorruptDataError: A part's record file is missing or its size differs from its header's.
       ValueError: The merged dataset or its header would land on a part's files or on a
         folder, the merged name is a part's header, the header would land where a save to
-        `tfrecord_path` puts its records (as `save` refuses), a part is listed twice, a path is not UTF-8, or one part would be merged
-        where the records of an earlier save to `tfrecord_path` are (`load` could not tell
-        that header from a copy of the part's).
+        `tfrecord_path` puts its records (as `save` refuses), a part is listed twice, a path
+        is not UTF-8, or one part would be merged where the records of an earlier save to
+        `tfrecord_path` are (`load` could not tell that header from a copy of the part's).
       TypeError: A path is a tensor.
 
     Example:
