@@ -2118,7 +2118,7 @@ def save(
         warnings.warn(
             f"{tfrecord_path}: {empty} of {len(header.shards)} shard files hold no records, "
             f"so workers reading their own files may get none: the dataset's size was unknown, "
-            f"so blocks of {block_records} records were dealt. Give the size with "
+            f"so blocks of {header.block_records} records were dealt. Give the size with "
             f"ds.apply(tf.data.experimental.assert_cardinality(n)) and save again",
             UserWarning, stacklevel=2)
     return header.to_yaml()
@@ -3568,6 +3568,8 @@ class _RecordFiles:
         if self.shard_size:
             self._queues[0].put((records, sizes))
         else:
+            if len(sizes) and not any(self.counts):  # before any record is dealt
+                self.block_records = self._fitted_block(sizes)
             work: list[list] = [[] for _ in self._queues]
             for shard, (part, part_sizes) in enumerate(self._deal(records, sizes, first_index)):
                 if part:  # one write per file and batch: fewer GIL hand-overs
@@ -3651,11 +3653,23 @@ class _RecordFiles:
         self.writers[shard].write(self.writers[shard].prepare(records, sizes))
         self.counts[shard] += len(records)
 
+    def _fitted_block(self, sizes: np.ndarray) -> int:
+        """The records a block of shards dealt in turn, from the first batch's: about
+        `_TARGET_BLOCK_BYTES` of them, where they came out far larger than the element spec
+        let guess (unknown shapes, strings), as `parsed_block` fits the block of other saves.
+        Blocks of 1,024 guessed for clips of 400 kB made load parse 400 MB at a time, and a
+        save of fewer records than that put them all in the first file."""
+        if len(self.writers) < 2:
+            return self.block_records
+        fitted = _records_per_block(int(sizes.mean()), self.block_records)
+        return fitted if 2 * fitted < self.block_records else self.block_records
+
     def parsed_block(self, records: int) -> int:
-        """`block_records` for the header. Round-robin shards keep the blocks they were dealt;
-        elsewhere a block is only what `load` parses at once, so where records came out far
-        larger than the element spec let guess (unknown shapes, strings; 1 MB clips made
-        blocks of 1,024), the block holds about `_TARGET_BLOCK_BYTES` of them instead."""
+        """`block_records` for the header. Round-robin shards keep the blocks they were dealt
+        (`_fitted_block`); elsewhere a block is only what `load` parses at once, so where
+        records came out far larger than the element spec let guess (unknown shapes, strings;
+        1 MB clips made blocks of 1,024), the block holds about `_TARGET_BLOCK_BYTES` of them
+        instead."""
         if not records or (not self.shard_size and len(self.counts) > 1):
             return self.block_records  # nothing to fit; or round robin, a count for each file
         fitted = max(1, _TARGET_BLOCK_BYTES * records // max(self.bytes_written, 1))

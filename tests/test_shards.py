@@ -265,6 +265,35 @@ def test_saving_again_leaves_no_stale_shards(paths, small_blocks, first, second)
     assert_same_elements(flat_dict(7), load(tfrecord_path))
 
 
+@pytest.mark.parametrize("kind", ["clips", "strings"])
+def test_shards_dealt_in_turn_get_blocks_fitted_to_the_records_written(paths, monkeypatch, kind):
+    """Blocks are sized from the element spec, which guesses 64 values an unknown dim and 32
+    bytes a string; shards dealt in turn kept that guess (blocks of 1,024 clips of 400 kB, 400
+    MB parsed at once on load, and a save of fewer records put them all in the first file).
+    Now fitted to the first batch's records, as other saves fit theirs; records of about the
+    guessed size keep the guess."""
+    monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 40_000)  # 10 records of 4 kB
+    width = 1_000  # float32 values (or bytes: strings of 4,000)
+    values = [np.full(width, i, np.float32) for i in range(60)]
+    if kind == "clips":  # an unknown size and shape: a generator
+        dataset = tf.data.Dataset.from_generator(
+            lambda: iter(values), output_signature=tf.TensorSpec([None], tf.float32))
+    else:
+        dataset = tf.data.Dataset.from_generator(
+            lambda: (v.tobytes() for v in values), output_signature=tf.TensorSpec([], tf.string))
+    tfrecord_path, _ = paths
+    header = save(dataset, tfrecord_path, num_shards=2)
+    assert 8 <= header["block_records"] <= 10, header["block_records"]
+    counts = [s["num_records"] for s in header["shards"]]
+    assert counts == core._dealt_counts(60, header["block_records"], 2) and min(counts) >= 20
+    assert_same_elements(dataset, load(tfrecord_path))
+    assert verify(tfrecord_path)["num_records"] == 60
+    # Records no larger than guessed: the spec's block, as before
+    guessed = save(flat_dict(), tfrecord_path, num_shards=2)["block_records"]
+    assert guessed == core._block_and_batch_records(
+        core._schema_from_spec(flat_dict().element_spec)[0], 2, NUM_ELEMENTS)[0]
+
+
 def test_an_old_shard_that_cannot_be_removed_is_warned_of(paths, small_blocks, monkeypatch):
     """A save with fewer shards removes the old ones; one it cannot remove (another user's
     file in a folder with the sticky bit, say: made here, as tests run as root) is named in a
