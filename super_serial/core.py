@@ -3568,8 +3568,9 @@ class _RecordFiles:
         if self.shard_size:
             self._queues[0].put((records, sizes))
         else:
-            if len(sizes) and not any(self.counts):  # before any record is dealt
-                self.block_records = self._fitted_block(sizes)
+            if len(sizes) and len(self.writers) > 1 and not any(self.counts):
+                # before any record is dealt: blocks of shards dealt in turn
+                self.block_records = self._fitted(len(sizes), int(sizes.sum()))
             work: list[list] = [[] for _ in self._queues]
             for shard, (part, part_sizes) in enumerate(self._deal(records, sizes, first_index)):
                 if part:  # one write per file and batch: fewer GIL hand-overs
@@ -3653,27 +3654,24 @@ class _RecordFiles:
         self.writers[shard].write(self.writers[shard].prepare(records, sizes))
         self.counts[shard] += len(records)
 
-    def _fitted_block(self, sizes: np.ndarray) -> int:
-        """The records a block of shards dealt in turn, from the first batch's: about
-        `_TARGET_BLOCK_BYTES` of them, where they came out far larger than the element spec
-        let guess (unknown shapes, strings), as `parsed_block` fits the block of other saves.
-        Blocks of 1,024 guessed for clips of 400 kB made load parse 400 MB at a time, and a
-        save of fewer records than that put them all in the first file."""
-        if len(self.writers) < 2:
-            return self.block_records
-        fitted = _records_per_block(int(sizes.mean()), self.block_records)
+    def _fitted(self, records: int, nbytes: int) -> int:
+        """The block for `records` records of `nbytes` bytes: about `_TARGET_BLOCK_BYTES` of
+        them where they came out far larger than the element spec let guess (unknown shapes,
+        strings), else the block sized from it. Shards dealt in turn fit theirs to the first
+        batch's records (`write`): blocks of 1,024 guessed for clips of 400 kB made load
+        parse 400 MB at a time, and a save of fewer records than that put them all in the
+        first file. Other saves fit theirs to all records (`parsed_block`)."""
+        fitted = max(1, _TARGET_BLOCK_BYTES * records // max(nbytes, 1))
         return fitted if 2 * fitted < self.block_records else self.block_records
 
     def parsed_block(self, records: int) -> int:
         """`block_records` for the header. Round-robin shards keep the blocks they were dealt
-        (`_fitted_block`); elsewhere a block is only what `load` parses at once, so where
-        records came out far larger than the element spec let guess (unknown shapes, strings;
-        1 MB clips made blocks of 1,024), the block holds about `_TARGET_BLOCK_BYTES` of them
-        instead."""
+        (fitted in `write`); elsewhere a block is only what `load` parses at once, so where
+        records came out far larger than the element spec let guess (1 MB clips made blocks
+        of 1,024), the block holds about `_TARGET_BLOCK_BYTES` of them instead."""
         if not records or (not self.shard_size and len(self.counts) > 1):
             return self.block_records  # nothing to fit; or round robin, a count for each file
-        fitted = max(1, _TARGET_BLOCK_BYTES * records // max(self.bytes_written, 1))
-        return fitted if 2 * fitted < self.block_records else self.block_records
+        return self._fitted(records, self.bytes_written)
 
     def commit(self, header_path: str, make_header) -> _Header:
         self.committing = True
@@ -3699,7 +3697,7 @@ class _RecordFiles:
             _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
             self.temp_paths = []
             for path in (_join(self.folder, name) for name in sorted(stale)):
-                reason = _remove_stale(path)
+                reason = _remove_quietly(path)  # warned of once the save is done
                 if reason is not None:
                     self.unremoved.append((path, reason))
             # Its files are in place: what it cannot remove of others' is no failure of its own
@@ -4059,24 +4057,16 @@ def _size(path: str) -> int | None:
         return None
 
 
-def _remove_stale(path: str) -> str | None:
-    """Removes a shard of the dataset a save replaced that the new one does not use; the OS's
-    reason where it cannot (another user's file in a folder with the sticky bit, say), which
-    `save` warns of once its files are in place."""
+def _remove_quietly(path: str) -> str | None:
+    """Removes a file, raising nothing: the OS's reason where it cannot (another user's file
+    in a folder with the sticky bit, say), None where it is gone (or was not there)."""
     try:
         tf.io.gfile.remove(path)
-    except tf.errors.NotFoundError:  # removed since
+    except tf.errors.NotFoundError:
         pass
     except tf.errors.OpError as e:  # TensorFlow's message: "<path>; <the OS's reason>"
         return _tf_message(e).removeprefix(f"{path}; ")
     return None
-
-
-def _remove_quietly(path: str):
-    try:
-        tf.io.gfile.remove(path)
-    except tf.errors.OpError:
-        pass
 
 
 def _temp_name(path: str, token: str, index: int | str = "") -> str:
