@@ -4827,9 +4827,47 @@ def _ragged_variant(values, splits=(), batched: bool = False):
 
 
 def _one_device_trace(fn, inputs: list):
-    """The concrete function of `fn` for flat tensors `inputs`, marked one-device."""
-    return tf.function(fn, input_signature=inputs, autograph=False,
+    """The concrete function of `fn` for flat tensors `inputs`, marked one-device, with each
+    of its constants made once (`_constants_once`)."""
+    return tf.function(_constants_once(fn), input_signature=inputs, autograph=False,
                        experimental_attributes=_ONE_DEVICE_FUNCTION).get_concrete_function()
+
+
+def _constants_once(fn):
+    """`fn`, traced so that each distinct constant is one op, used wherever it is needed.
+
+    TensorFlow's tracing makes a constant op for each use of a value: the begin, end and
+    strides of every slice, the axis of every gather. tf.data rewrites the pipeline of each
+    new dataset, and that makes the functions of load's maps again, at about 0.035-0.075 ms
+    a node of them (NOTES, 2026-12-05 and -06): 138 of the 179 constants of the demo's block
+    decoder repeated another. A constant made under control dependencies is shared only with
+    those made under the same ones (it waits for them). Where TensorFlow's graphs no longer
+    make constants this way, `fn` is traced as it is."""
+    @functools.wraps(fn)
+    def traced(*args, **kwargs):
+        graph = tf.compat.v1.get_default_graph()
+        create = getattr(graph, "_create_op_internal", None)
+        controls = getattr(graph, "_current_control_dependencies", None)
+        if create is None or controls is None:
+            return fn(*args, **kwargs)
+        made = {}
+
+        def create_op(op_type, inputs, *args, **kwargs):
+            attrs = kwargs.get("attrs")
+            if op_type != "Const" or inputs or attrs is None:
+                return create(op_type, inputs, *args, **kwargs)
+            key = (*(attrs[k].SerializeToString(deterministic=True) for k in ("dtype", "value")),
+                   frozenset(op.name for op in controls()))
+            if key not in made:
+                made[key] = create(op_type, inputs, *args, **kwargs)
+            return made[key]
+
+        graph._create_op_internal = create_op  # noqa: SLF001 - this graph's, while tracing
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            del graph._create_op_internal
+    return traced
 
 
 def _map_inline(dataset, function, structure) -> tf.data.Dataset:

@@ -248,6 +248,70 @@ def test_blocks_with_ragged_parts_are_unbatched_without_a_map(paths):
     assert not [op for op in ops if op in ("MapDataset", "ParallelMapDataset")], ops
 
 
+def repeated_constants(function) -> list:
+    """The constants of a function's graph (a FunctionDef) that repeat another: the same
+    dtype and value, made under the same control dependencies."""
+    seen, repeated = set(), []
+    for node in function.node_def:
+        if node.op == "Const":
+            key = (node.attr["dtype"].SerializeToString(),
+                   node.attr["value"].SerializeToString(deterministic=True),
+                   frozenset(i for i in node.input if i.startswith("^")))
+            (repeated.append(node.name) if key in seen else seen.add(key))
+    return repeated
+
+
+def test_each_constant_is_made_once_in_loads_functions(tmp_path):
+    """TensorFlow's tracing makes a constant for each use of a value (the strides of each
+    slice, say), and tf.data makes load's functions again for each new dataset, at a cost for
+    each node: 138 of the demo's 179 block-decoding constants repeated another."""
+    path = tmp_path / "kinds.tfrecord"
+    ds = tf.data.Dataset.zip({
+        "u8": tf.data.Dataset.from_tensor_slices(np.arange(24, dtype=np.uint8).reshape(6, 4)),
+        "var": tf.data.Dataset.from_generator(
+            lambda: (np.full([i % 3, 2], i, np.float64) for i in range(6)),
+            output_signature=tf.TensorSpec([None, 2], tf.float64)),
+        "rag": tf.data.Dataset.from_tensor_slices(
+            tf.ragged.constant([[[1]], [[2, 3], []]] * 3, tf.int64)),
+        "bag": tf.data.Dataset.from_generator(
+            lambda: (tf.SparseTensor(np.full([i % 2, 1], i % 4, np.int64),
+                                     np.ones([i % 2], np.float32), [4]) for i in range(6)),
+            output_signature=tf.SparseTensorSpec([4], tf.float32))})
+    ds = ds.apply(tf.data.experimental.assert_cardinality(6))
+    super_serial.save(ds, path, num_shards=2)
+    assert_same_elements(ds, super_serial.load(path))
+    [pipeline] = pipelines_for(path)
+    functions = one_device_functions(pipeline)
+    assert len(functions) == 3  # a shard's blocks, block decoding, the finishing map
+    for function in functions:
+        assert not repeated_constants(function), function.signature.name
+
+
+def test_constants_are_shared_only_under_the_same_control_dependencies():
+    def fn(x):
+        check = tf.debugging.assert_positive(x)
+        first = x[1:] * 2 + x[:-1] * 2
+        with tf.control_dependencies([check]):
+            waiting = x[1:] + 2 + x[:-1] * 2
+        return first, waiting
+
+    function = core._one_device_trace(fn, [tf.TensorSpec([None], tf.int64)])
+    ops = function.graph.get_operations()
+    twos = [op for op in ops if op.type == "Const" and op.get_attr("value").int64_val == [2]]
+    assert sorted(len(op.control_inputs) for op in twos) == [0, 1]
+    assert not repeated_constants(function.function_def)
+
+    def run(x):  # as tf.data calls it: a one-device function does not run eagerly
+        structure = (tf.TensorSpec([None], tf.int64),) * 2
+        mapped = core._map_inline(tf.data.Dataset.from_tensors(x), function, structure)
+        return mapped.get_single_element()
+
+    first, waiting = run(tf.constant([1, 2, 5], tf.int64))
+    assert first.numpy().tolist() == [6, 14] and waiting.numpy().tolist() == [6, 11]
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        run(tf.constant([1, -2], tf.int64))
+
+
 def test_sparse_block_decoding_checks_indices_in_few_ops(paths):
     """A sparse feature's indices are checked against its dense shapes with one op giving
     each index's record and place, and a segment max: `value_rowids()` and a ragged
