@@ -327,10 +327,11 @@ def _summary(path: str, header_path: str, header: dict) -> dict:
             "dtype": feature["dtype"],
             "shape": feature["shape"],
             "encoding": feature["encoding"],
-            "ragged_rank": feature.get("ragged_rank", 0),
-            "row_splits_dtype": feature.get("row_splits_dtype") if feature.get(
-                "ragged_rank") else None,
+            # None but for ragged tensors (whose ragged rank may be 0), as in the header
+            "ragged_rank": feature.get("ragged_rank"),
+            "row_splits_dtype": feature.get("row_splits_dtype"),
             "tensor_name": feature.get("tensor_name"),
+            "ragged": "ragged_rank" in feature,
             "sparse": feature.get("sparse", False),
         })
     shards = [dict(s) for s in header["shards"]]
@@ -372,8 +373,9 @@ def _inspect_text(info: dict) -> str:
         files,
         "",
     ]
-    rows = [(_name(f["name"]), f["dtype"], _shape(f["shape"]) + (" sparse" if f["sparse"] else ""),
-             f["encoding"], "-" if f["sparse"] else str(f["ragged_rank"]))
+    rows = [(_name(f["name"]), f["dtype"],
+             _shape(f["shape"]) + (" sparse" if f["sparse"] else " ragged" if f["ragged"] else ""),
+             f["encoding"], str(f["ragged_rank"]) if f["ragged"] else "-")
             for f in info["features"]]
     titles = ("feature", "dtype", "shape", "encoding", "ragged rank")
     if any(f["tensor_name"] is not None for f in info["features"]):  # tf.TensorSpec names
@@ -508,12 +510,14 @@ def _head(args) -> int:
     header_path = _header_path(args)
     # One read of the header for the names and the records, whatever a save does meanwhile
     checked = core._checked_header(header_path, args.path)
-    names = [_name(feature.name) for feature in checked[0].features]
+    features = checked[0].features
+    names = [_name(feature.name) for feature in features]
     dataset = core._load(args.path, header_path, checked=checked).take(args.num)
     shown = 0
     for index, element in _not_an_example_named(dataset, args.path, header_path):
         print(f"element {index}")
-        leaves = [(name, *_leaf_text(leaf)) for name, leaf in zip(names, tf.nest.flatten(element))]
+        leaves = [(name, *_leaf_text(leaf, feature.ragged)) for name, leaf, feature
+                  in zip(names, tf.nest.flatten(element), features)]
         name_width = max(_width(name) for name, _, _ in leaves)
         kind_width = max(len(kind) for _, kind, _ in leaves)
         for name, kind, text in leaves:
@@ -546,14 +550,16 @@ def _not_an_example_named(dataset, path: str, header_path: str):
         yield item
 
 
-def _leaf_text(leaf) -> tuple[str, str]:
-    """(`dtype[shape]`, the value as NumPy prints it, shortened)."""
+def _leaf_text(leaf, ragged: bool = False) -> tuple[str, str]:
+    """(`dtype[shape]`, the value as NumPy prints it, shortened); `ragged`: of a ragged
+    feature, which an element of ragged rank 0 gives as a plain tensor."""
     import numpy as np
     import tensorflow as tf
 
-    if isinstance(leaf, tf.RaggedTensor):
+    if isinstance(leaf, tf.RaggedTensor) or ragged:
         kind = f"{leaf.dtype.name}{_shape(leaf.shape.as_list())} ragged"
-        return kind, _ragged_text(leaf.to_list(), leaf.dtype.as_numpy_dtype)
+        rows = leaf.to_list() if isinstance(leaf, tf.RaggedTensor) else leaf.numpy().tolist()
+        return kind, _ragged_text(rows, leaf.dtype.as_numpy_dtype)
     if isinstance(leaf, tf.SparseTensor):  # its dense shape, and its values where they lie
         kind = f"{leaf.dtype.name}{_shape(leaf.dense_shape.numpy().tolist())} sparse"
         indices = _ragged_text(leaf.indices.numpy().tolist(), np.int64)

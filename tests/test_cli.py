@@ -192,11 +192,11 @@ def test_inspect_prints_schema_structure_and_shards(saved):
     assert result.returncode == 0, result.stderr
     out = result.stdout
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
-    assert rows["image"] == ["uint8", "[48,", "48,", "3]", "raw", "0"]
-    assert rows["label"] == ["int64", "[]", "int64", "0"]
-    assert rows["tokens"] == ["int32", "[None]", "int64", "0"]
-    assert rows["meta/name"] == ["string", "[]", "bytes", "0"]
-    assert rows["meta/words"] == ["int64", "[2,", "None]", "int64", "1"]
+    assert rows["image"] == ["uint8", "[48,", "48,", "3]", "raw", "-"]
+    assert rows["label"] == ["int64", "[]", "int64", "-"]
+    assert rows["tokens"] == ["int32", "[None]", "int64", "-"]
+    assert rows["meta/name"] == ["string", "[]", "bytes", "-"]
+    assert rows["meta/words"] == ["int64", "[2,", "None]", "ragged", "int64", "1"]
     assert "structure: {image, label, meta: {name, words}, tokens}" in out
     assert f"{ELEMENTS} records" in out and "compression none" in out and "version 3" in out
     header = super_serial.read_header(super_serial.default_header_path(saved))
@@ -223,6 +223,34 @@ def test_inspect_json_is_the_header_for_scripts(saved):
     assert info["num_bytes"] == sum(shard(saved, i).stat().st_size for i in range(2))
 
 
+def test_inspect_and_head_tell_ragged_rank_0_from_dense(tmp_path):
+    """A tf.RaggedTensor of ragged rank 0 (`tf.ragged.constant` of flat lists, sliced) and a
+    dense tensor of the same shape load back as different specs: inspect's table, its JSON
+    and head each say which is which."""
+    path = str(tmp_path / "rank0.tfrecord")
+    dense = tf.data.Dataset.from_generator(
+        lambda: (np.arange(i + 1, dtype=np.int32) for i in range(2)),
+        output_signature=tf.TensorSpec([None], tf.int32))
+    super_serial.save(tf.data.Dataset.zip({
+        "rag": tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[1], [2, 3]])),
+        "dense": dense}), path)
+    assert super_serial.load(path).element_spec["rag"].ragged_rank == 0
+
+    result = run("inspect", path)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^dense +int32 +\[None\] +int64 +-$", result.stdout, re.M), result.stdout
+    assert re.search(r"^rag +int32 +\[None\] ragged +int64 +0$", result.stdout, re.M)
+    result = run("inspect", path, "--json")
+    features = {f["name"]: f for f in json.loads(result.stdout)["features"]}
+    assert [features["dense"][k] for k in ("ragged", "ragged_rank", "row_splits_dtype")] == [
+        False, None, None]
+    assert [features["rag"][k] for k in ("ragged", "ragged_rank", "row_splits_dtype")] == [
+        True, 0, "int64"]
+    result = run("head", path, "-n", "1")
+    assert re.search(r"^  dense +int32\[1\] +\[0\]$", result.stdout, re.M), result.stdout
+    assert re.search(r"^  rag +int32\[1\] ragged +\[1\]$", result.stdout, re.M)
+
+
 def test_inspect_shows_tensor_names_where_the_header_has_them(tmp_path):
     """tf.TensorSpec names (from_generator's output_signature keeps them) are a column of
     inspect's table, quoted, and a field of its JSON; a feature without one shows "-"."""
@@ -238,9 +266,9 @@ def test_inspect_shows_tensor_names_where_the_header_has_them(tmp_path):
     lines = result.stdout.splitlines()
     assert re.search(r"^feature +dtype +shape +encoding +ragged rank +tensor name$",
                      result.stdout, re.M), result.stdout
-    assert next(line for line in lines if line.startswith("x ")).endswith('0  "my x"')
-    assert next(line for line in lines if line.startswith("y ")).endswith("0  -")
-    assert next(line for line in lines if line.startswith("z ")).endswith('0  ""')
+    assert next(line for line in lines if line.startswith("x ")).endswith('-  "my x"')
+    assert next(line for line in lines if line.startswith("y ")).endswith("-  -")
+    assert next(line for line in lines if line.startswith("z ")).endswith('-  ""')
     info = json.loads(run("inspect", path, "--json").stdout)
     assert [f["tensor_name"] for f in info["features"]] == ["my x", None, ""]
 
@@ -273,7 +301,7 @@ def test_inspect_and_head_show_sparse_components(tmp_path):
     result = run("inspect", path)
     assert result.returncode == 0, result.stderr
     assert re.search(r"^s +float32 +\[None, 3\] sparse +float +-$", result.stdout, re.M)
-    assert re.search(r"^y +int32 +\[\] +int64 +0$", result.stdout, re.M)
+    assert re.search(r"^y +int32 +\[\] +int64 +-$", result.stdout, re.M)
     assert "version 4;" in result.stdout
     info = json.loads(run("inspect", path, "--json").stdout)
     assert [f["sparse"] for f in info["features"]] == [True, False]
@@ -424,7 +452,7 @@ def test_names_that_would_not_read_as_one_are_quoted(tmp_path, capsys):
     quoted = ['""', '" sp"', '"a, b"', '"new\\nline"', "plain/name", '"tab\\tx"',
               '"\\u65e5\\u2028\\u672c"', "日本語"]  # in sorted order
     assert f"structure: {{{', '.join(quoted)}}}" in out, out
-    assert re.findall(r"^(\S.*?) +int32 +\[\] +int64 +0$", out, re.M) == quoted, out
+    assert re.findall(r"^(\S.*?) +int32 +\[\] +int64 +-$", out, re.M) == quoted, out
     assert cli.main(["head", path]) == 0
     out = capsys.readouterr().out
     assert re.findall(r"^  (\S.*?) +int32  \d$", out, re.M) == quoted, out
