@@ -733,7 +733,15 @@ def _unseen(path: str) -> str | None:
 def _cannot_read_header(header_path: str, error: tf.errors.OpError):
     if tf.io.gfile.isdir(header_path):  # TensorFlow's message: "<path>; Is a directory"
         raise HeaderError(f"{header_path}: a folder, not a header file") from None
-    raise HeaderError(f"{header_path}: cannot read header: {error.message}") from None
+    raise HeaderError(f"{header_path}: cannot read header: {_file_reason(header_path, error)}"
+                      ) from None
+
+
+def _file_reason(path: str, error: tf.errors.OpError) -> str:
+    """TensorFlow's reason a file operation failed, without the path its message begins
+    with ("<path>; Permission denied")."""
+    text = _tf_message(error)
+    return text[len(path) + 2:] if text.startswith(f"{path}; ") else text
 
 
 def _placing(header_path: str) -> set:
@@ -4386,7 +4394,7 @@ def load(
         for `tfrecord_path` while one is there (a pair copied under another name). Where a
         save in another process is putting its files in place there, `load` first waits for
         its new header, up to 2 s.
-      CorruptDataError: A record file is missing or cannot be read, its size differs from
+      CorruptDataError: A record file is missing or cannot be opened, its size differs from
         the header's, or it is too small for the records and shapes the header gives.
       ValueError: An option has an invalid value, or one that would do nothing (`seed`
         without `shuffle_files`, `drop_remainder` without `batch_size`), or a path is not
@@ -4585,6 +4593,20 @@ def _check_regular(path: str, listed: str):
         raise CorruptDataError(f"{path}: {kind}, not a record file{listed}")
 
 
+def _unreadable(path: str) -> str | None:
+    """Why the OS will not open a local file for reading ("Permission denied"), else None: a
+    file that can be looked at (stat) may still not open, and would fail only once read."""
+    if not _is_local(path):
+        return None
+    try:
+        os.close(os.open(_local(path), os.O_RDONLY))
+    except FileNotFoundError:  # gone since it was looked at: as any file gone since load
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def _check_files(header: _Header, paths: list, header_path: str):
     framed = _FRAMING_BYTES + _least_record_bytes(header.features)  # least bytes on disk
     for shard, path in zip(header.shards, paths):
@@ -4597,7 +4619,11 @@ def _check_files(header: _Header, paths: list, header_path: str):
                                    ) from None
         except tf.errors.OpError as e:  # permission denied, say
             raise CorruptDataError(f"{path}: cannot read record file (listed in {header_path}): "
-                                   f"{_tf_message(e)}") from None
+                                   f"{_file_reason(path, e)}") from None
+        unreadable = _unreadable(path)
+        if unreadable:
+            raise CorruptDataError(f"{path}: cannot read record file (listed in {header_path}): "
+                                   f"{unreadable}")
         if shard.num_bytes is not None and size != shard.num_bytes:
             _check_not_a_folder(path, f" (listed in {header_path})")  # stat gives it a size
             raise CorruptDataError(

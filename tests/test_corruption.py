@@ -309,8 +309,48 @@ def test_a_record_file_that_cannot_be_read_is_named(saved, monkeypatch):
     monkeypatch.setattr(tf.io.gfile, "stat", denied)
     for call in (load, verify):
         with pytest.raises(CorruptDataError, match=re.escape(
-                f"{tfrecord_path}: cannot read record file (listed in {header_path}): ")):
+                f"{tfrecord_path}: cannot read record file (listed in {header_path}): "
+                "Permission denied") + "$"):  # the path once
             call(tfrecord_path, header_path)
+
+
+def test_a_record_file_that_does_not_open_is_named_by_load(saved, monkeypatch):
+    """A file that can be looked at but not opened (mode 000, for another user) was loaded
+    without a word, and reading it raised TensorFlow's PermissionDeniedError. Made here, as
+    tests run as root: the OS refuses to open the record file."""
+    tfrecord_path, header_path = saved
+    os_open = core.os.open
+
+    def denied(path, *args, **kwargs):
+        if str(path) == tfrecord_path:
+            raise PermissionError(13, "Permission denied", str(path))
+        return os_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(core.os, "open", denied)
+    for call in (load, verify):
+        with pytest.raises(CorruptDataError, match=re.escape(
+                f"{tfrecord_path}: cannot read record file (listed in {header_path}): "
+                "Permission denied") + "$"):
+            call(tfrecord_path, header_path)
+
+
+def test_a_header_that_cannot_be_read_names_its_path_once(saved, monkeypatch):
+    """TensorFlow's message begins with the path ("<path>; Permission denied"), which the
+    HeaderError gives already."""
+    tfrecord_path, header_path = saved
+    gfile = tf.io.gfile.GFile
+
+    def denied(path, *args, **kwargs):
+        if path == header_path:
+            raise tf.errors.PermissionDeniedError(None, None, f"{path}; Permission denied")
+        return gfile(path, *args, **kwargs)
+
+    monkeypatch.setattr(tf.io.gfile, "GFile", denied)
+    for call in (load, verify, read_header):
+        args = (header_path,) if call is read_header else (tfrecord_path, header_path)
+        with pytest.raises(HeaderError, match=re.escape(
+                f"{header_path}: cannot read header: Permission denied") + "$"):
+            call(*args)
 
 
 def test_verify_takes_progress_by_name_only(saved):
