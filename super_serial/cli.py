@@ -173,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Inspect, verify and read datasets saved by super_serial "
                     "(tf.train.Example TFRecords plus a YAML header).",
         epilog=f"Run '{PROG} COMMAND --help' for the options of one command. Exit status: "
-               "0 ok, 1 bad data or missing files, 2 wrong usage.",
+               "0 ok, 1 bad data or missing files, 2 wrong usage, 130 after Ctrl-C.",
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback when something fails")

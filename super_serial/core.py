@@ -2067,6 +2067,11 @@ def save(
         cardinality says so), or a file would land on a folder or on another of the save's
         files (nothing is written then).
       TypeError: `dataset` is not a `tf.data.Dataset`, or a path is a tensor.
+      OSError: Writing, renaming or making a file or folder failed (a full disk, a folder it
+        may not write in; nothing is saved then): the error's kind, with a message that
+        begins "<tfrecord_path>: nothing was saved: ". TensorFlow's error kinds where
+        TensorFlow writes the file (compressed records, headers, renames): README,
+        Guarantees. Also the error of the dataset itself, where reading it fails.
 
     Example:
       >>> ds = tf.data.Dataset.from_tensor_slices({"x": [[1.0, 2.0]], "y": [3]})
@@ -4400,7 +4405,9 @@ def load(
         without `shuffle_files`, `drop_remainder` without `batch_size`), or a path is not
         UTF-8.
       TypeError: A path is a tensor (paths are Python strings: the header is read while the
-        pipeline is built).
+        pipeline is built), or, inside a `tf.function`, an option that shapes the pipeline
+        (`batch_size`, `drop_remainder`, `original_dtypes`, `shuffle_files`, `deterministic`)
+        is a tensor of the function.
 
     Iterating raises `tf.errors.InvalidArgumentError` whose message holds "super_serial:
     <file>: ..." (after TensorFlow's own prefix) when a file holds fewer or more records than

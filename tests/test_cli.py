@@ -653,6 +653,9 @@ def test_help_describes_every_command(command, capsys):
     if not command:
         for name in ("demo", "inspect", "verify", "head"):
             assert re.search(rf"^    {name} +\S", out, re.M), name
+        # as the README says them, and main returns them
+        assert "0 ok, 1 bad data or missing files, 2 wrong usage, 130 after Ctrl-C" in " ".join(
+            out.split())
     assert "--debug" in out
 
 
