@@ -649,12 +649,19 @@ def _yaml_reason(error: Exception) -> str:
 
 
 def _misnamed(tfrecord_path: str | None, header_path: str) -> str:
-    """Where `tfrecord_path` names a header, or one shard of a save, rather than the records'
-    path that `load` and `verify` take (and the header was to be found beside it): says which
-    path that is."""
+    """Where `tfrecord_path` names a folder, a header, or one shard of a save, rather than the
+    records' path that `load` and `verify` take (and the header was to be found beside it):
+    says which path that is (for a folder, the records saved there, from their headers)."""
     if tfrecord_path is None or not _same_place(header_path, default_header_path(
             tfrecord_path)) or not tf.io.gfile.exists(tfrecord_path):
         return ""
+    if tf.io.gfile.isdir(tfrecord_path):
+        saved = sorted(f"{tfrecord_path.rstrip('/')}/{name[:-len(HEADER_SUFFIX)]}"
+                       for name in tf.io.gfile.listdir(tfrecord_path)
+                       if name.endswith(HEADER_SUFFIX))
+        listed = (f" ({', '.join(saved[:3])}{', ...' if len(saved) > 3 else ''} there)"
+                  if saved else "")
+        return f"; {tfrecord_path} is a folder: give the path of records saved in it{listed}"
     meant = []
     if tfrecord_path.endswith(HEADER_SUFFIX):
         meant.append((tfrecord_path[:-len(HEADER_SUFFIX)], "a header"))
@@ -2104,7 +2111,11 @@ def save(
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
-    if not _plain_file_name(_basename(tfrecord_path)):
+    name = _basename(tfrecord_path)
+    if name in ("", ".", ".."):  # "", "data/", "."
+        raise ValueError(f"{tfrecord_path!r} names a folder, not a file: give the records' "
+                         "file name, as in 'data/train.tfrecord'")
+    if not _plain_file_name(name):
         raise ValueError(f"{tfrecord_path!r}: the records need a plain, printable file name "
                          "(no backslash, nothing non-printable), which the header lists and "
                          "load reads back")

@@ -753,6 +753,26 @@ def test_a_header_or_a_shard_given_for_the_records_is_named_so(tmp_path):
             load(given, header_path)
 
 
+def test_a_folder_given_for_the_records_is_named_so_with_the_saves_in_it(tmp_path):
+    """load("data") of the folder saved into looked for "data.header.yaml" and said only that
+    it was not found."""
+    folder = tmp_path / "data"
+    for name in ("b.tfrecord", "a.tfrecord", "c.tfrecord", "d.tfrecord"):
+        save(dataset(2), str(folder / name))
+    for given in (str(folder), str(folder) + "/"):
+        for call in (load, verify):
+            with pytest.raises(HeaderError, match=re.escape(
+                    f"{given}.header.yaml: header file not found; {given} is a folder: give the "
+                    f"path of records saved in it ({folder}/a.tfrecord, {folder}/b.tfrecord, "
+                    f"{folder}/c.tfrecord, ... there)") + "$"):
+                call(given)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HeaderError, match=re.escape(
+            f"{tmp_path}/empty.header.yaml: header file not found; {tmp_path}/empty is a "
+            "folder: give the path of records saved in it") + "$"):
+        load(str(tmp_path / "empty"))
+
+
 @pytest.mark.parametrize("num_shards", [None, 2])
 def test_a_copied_pair_does_not_read_the_original_records(tmp_path, num_shards):
     """The header names its files and the path gives their folder: a copy of a pair loaded the

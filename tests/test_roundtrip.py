@@ -1768,6 +1768,17 @@ def test_what_the_header_cannot_hold_is_refused_before_writing(dataset, problem,
     _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("path", ["", "sub/", ".", "sub/.", "sub/.."])
+def test_a_save_path_that_names_a_folder_is_refused_as_such(path, tmp_path, monkeypatch):
+    """save(ds, "") said the records need "a plain, printable file name (no backslash,
+    nothing non-printable)", true but no help."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{path!r} names a folder, not a file: give the records' file name")):
+        super_serial.save(tf.data.Dataset.range(3), path)
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("name", ["a\\b.tfrecord", "a\tb.tfrecord", "a\u200bb.tfrecord",
                                   "a\x85b.tfrecord"])
 def test_file_names_load_cannot_read_back_are_refused(name, tmp_path):
