@@ -46,6 +46,17 @@ def _stdlib(names: set) -> set:
     return {name for name in names if standard(name)}
 
 
+def test_the_core_says_its_version_and_carries_its_licence():
+    """A copy of the file alone says what it is and may be copied on (pyproject: MIT)."""
+    import super_serial
+
+    doc = ast.get_docstring(ast.parse(CORE.read_text()))
+    project = (CORE.parents[1] / "pyproject.toml").read_text()
+    assert f'version = "{super_serial.__version__}"' in project and 'license = "MIT"' in project
+    assert f"From super_serial {super_serial.__version__}. MIT licence" in doc
+    assert "The above copyright notice and this permission notice shall be included" in doc
+
+
 def test_core_imports_only_stdlib_numpy_tensorflow_yaml():
     imports = _imports(CORE.read_text(encoding="utf-8"))
     assert imports, "no imports found: is this the right file?"
