@@ -873,8 +873,16 @@ class _HeaderParser:
         structure = raw.get("structure")
         leaves = self.parse_structure(structure, "structure", ())
         if sorted(n for n, _ in leaves) != sorted(features_raw):
+            named = collections.Counter(n for n, _ in leaves)
+            problems = [*(f"leaf {_short(n)} names no feature" for n in named
+                          if n not in features_raw),
+                        *(f"{_short(n)} is named by {c} leaves" for n, c in named.items()
+                          if c > 1 and n in features_raw),
+                        *(f"feature {_short(n)} is named by no leaf" for n in features_raw
+                          if n not in named)]
             self.fail("structure", "its leaves do not name exactly the features listed under "
-                                   "'features'")
+                                   f"'features': {'; '.join(problems[:3])}"
+                                   f"{'; ...' if len(problems) > 3 else ''}")
         features = []
         for name, path in leaves:
             features.append(self.parse_feature(name, features_raw[name], path))

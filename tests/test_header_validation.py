@@ -291,6 +291,29 @@ def test_invalid_field(saved, name):
     assert_header_error(tfrecord_path, header_path, rf"field '({field})[^']*'")
 
 
+@pytest.mark.parametrize(("name", "problems"), [
+    ("structure_missing_leaf", "feature 'x' is named by no leaf"),
+    ("structure_extra_leaf", "leaf 'q' names no feature"),
+    ("structure_duplicate_leaf", "'x' is named by 2 leaves"),
+])
+def test_leaves_that_do_not_match_the_features_are_named(saved, name, problems):
+    """"its leaves do not name exactly the features" left the reader to find which."""
+    tfrecord_path, header_path, header = saved
+    FIELD_EDITS[name][0](header)
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path, re.escape(
+        "field 'structure': its leaves do not name exactly the features listed under "
+        f"'features': {problems}") + "$")
+
+
+def test_a_renamed_leaf_is_named_with_the_feature_it_left(saved):
+    tfrecord_path, header_path, header = saved
+    header["structure"]["x"] = "zz"
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path, re.escape(
+        "leaf 'zz' names no feature; feature 'x' is named by no leaf") + "$")
+
+
 def test_a_field_named_by_a_key_that_does_not_print_stays_on_one_line(paths):
     """save takes any string as a dict key; a bad field under a key holding a newline or a tab
     is named with them escaped, as repr writes them, so that the message is one line."""
