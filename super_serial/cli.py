@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, or a usage error: argparse has printed it
         raise SystemExit(_flushed(e.code)) from None
+    except BrokenPipeError:  # --help to a closed pipe
+        _drop_output()
+        raise SystemExit(1) from None
+    except OSError as e:  # --help to a full disk
+        _output_failed(e.strerror or str(e))
+        raise SystemExit(1) from None
     stdout = sys.stdout
     try:
         _start_tensorflow(quiet=not args.debug)
@@ -161,6 +167,16 @@ def _start_tensorflow(quiet: bool):
 # --------------------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its commands' too), but for `--help`: argparse drops an error
+    writing it (a full disk), and the command exited 0 with no help written."""
+
+    def print_help(self, file=None):
+        file = file or sys.stdout
+        if file is not None:  # None: started with stdout closed (`>&-`)
+            file.write(self.format_help())
+
+
 def _parser() -> argparse.ArgumentParser:
     # --debug is accepted before or after the subcommand; SUPPRESS keeps the subcommand's
     # default from overwriting a --debug given before it.
@@ -168,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show the full traceback when something fails")
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Inspect, verify and read datasets saved by super_serial "
                     "(tf.train.Example TFRecords plus a YAML header).",

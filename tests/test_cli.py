@@ -616,6 +616,19 @@ def test_output_onto_a_full_disk_is_one_error_line(saved, command, unbuffered):
         "super-serial: error: standard output: No space left on device"]
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("command", [["--help"], ["verify", "--help"]])
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_help_onto_a_full_disk_is_one_error_line(command, unbuffered):
+    """argparse drops an error writing its help: --help exited 0 with nothing written."""
+    env = {**buffered_env(), "PYTHONUNBUFFERED": "1"} if unbuffered else buffered_env()
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run([sys.executable, "-m", "super_serial", *command],
+                                stdout=full, stderr=subprocess.PIPE, env=env, timeout=120)
+    assert (result.returncode, result.stderr.decode().splitlines()) == (
+        1, ["super-serial: error: standard output: No space left on device"])
+
+
 @pytest.mark.parametrize("command", ["inspect", "head", "verify"])
 @pytest.mark.parametrize("given", ["header", "shard"])
 def test_a_header_or_a_shard_for_the_records_path_names_the_path_meant(saved, command, given):
