@@ -4923,14 +4923,14 @@ def _constants_once(fn):
             return fn(*args, **kwargs)
         made = {}
 
-        def create_op(op_type, inputs, *args, **kwargs):
-            attrs = kwargs.get("attrs")
+        def create_op(op_type, inputs, *rest, **options):  # as Graph._create_op_internal
+            attrs = options.get("attrs")  # tf.constant passes them by name
             if op_type != "Const" or inputs or attrs is None:
-                return create(op_type, inputs, *args, **kwargs)
+                return create(op_type, inputs, *rest, **options)
             key = (*(attrs[k].SerializeToString(deterministic=True) for k in ("dtype", "value")),
                    frozenset(op.name for op in controls()))
             if key not in made:
-                made[key] = create(op_type, inputs, *args, **kwargs)
+                made[key] = create(op_type, inputs, *rest, **options)
             return made[key]
 
         graph._create_op_internal = create_op  # noqa: SLF001 - this graph's, while tracing
