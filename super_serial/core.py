@@ -3794,10 +3794,15 @@ class _RecordFiles:
         self._release()
 
     def _release(self):
-        if self.claim is not None:
-            _remove_quietly(_temp_name(self.path, self.token, ".claim"))
-            os.close(self.claim)  # and with it the claim's lock
-            self.claim = None
+        # Taken first, closed once: a Ctrl-C met as the close returned (where Python runs its
+        # handler) made the abort that followed close the number again (EBADF, or another
+        # file's descriptor by then) and raise that instead of the KeyboardInterrupt
+        claim, self.claim = self.claim, None
+        if claim is not None:
+            try:
+                _remove_quietly(_temp_name(self.path, self.token, ".claim"))
+            finally:
+                os.close(claim)  # and with it the claim's lock
 
 
 try:  # not on Windows, where saves are not locked (`_commit_lock`)
@@ -3895,9 +3900,11 @@ def _claimed(tfrecord_path: str, token: str) -> int | None:
             fcntl.flock(descriptor, fcntl.LOCK_SH)
             if os.fstat(descriptor).st_nlink:
                 return descriptor
-        except OSError:
+        except BaseException as error:  # a Ctrl-C too: nothing left of the claim
             os.close(descriptor)
             _remove_quietly(path)
+            if not isinstance(error, OSError):
+                raise
             return None
         os.close(descriptor)  # removed before it was locked: made again
     return None

@@ -585,6 +585,62 @@ def test_a_ctrl_c_during_a_rename_keeps_previous_pair(tmp_path, monkeypatch, whe
     assert_same_elements(wide(30), load(tfrecord_path))
 
 
+def _claim_descriptor(descriptor: int, removed: bool = False) -> bool:
+    """Whether a descriptor is of a save's claim (`removed`: once its file is removed, as a
+    save releases it; a save also opens other saves' claims to test their locks)."""
+    try:
+        link = os.readlink(f"/proc/self/fd/{descriptor}")
+    except OSError:
+        return False
+    return link.endswith(".tmp.claim (deleted)" if removed else ".tmp.claim")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names descriptors by /proc")
+def test_a_ctrl_c_as_the_claim_closes_is_raised_once_the_save_is_done(tmp_path, monkeypatch):
+    """The claim is released last; a Ctrl-C met as its close returned made the abort close
+    the same number again: the save raised OSError (EBADF) instead of KeyboardInterrupt, and
+    a descriptor another thread had opened by then would have been closed under it."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(30), tfrecord_path)
+    real_close = core.os.close
+
+    def close(descriptor):
+        claim = _claim_descriptor(descriptor, removed=True)
+        real_close(descriptor)
+        if claim:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(core.os, "close", close)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        save(wide(30, offset=5.0), tfrecord_path)
+    monkeypatch.undo()
+    assert caught.value.__context__ is None
+    assert temporaries(tmp_path) == []
+    assert_same_elements(wide(30, offset=5.0), load(tfrecord_path))
+
+
+@pytest.mark.skipif(core.fcntl is None, reason="saves claim their temporaries with flock")
+def test_a_ctrl_c_as_the_claim_is_locked_leaves_no_claim(tmp_path, monkeypatch):
+    """The claim's file and descriptor (and its lock) were left where a Ctrl-C came as its
+    lock was taken: no later save in the process removed that claim, held by a live lock."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(30), tfrecord_path)
+    before = snapshot(tmp_path)
+    real_flock = core.fcntl.flock
+
+    def flock(descriptor, operation):
+        real_flock(descriptor, operation)
+        if _claim_descriptor(descriptor):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(core.fcntl, "flock", flock)
+    with pytest.raises(KeyboardInterrupt):
+        save(wide(30, offset=5.0), tfrecord_path)
+    monkeypatch.undo()
+    assert snapshot(tmp_path) == before
+    assert not any(_claim_descriptor(int(d)) for d in os.listdir("/proc/self/fd"))
+
+
 @pytest.mark.parametrize("listing", ["fails", "has a name that is not UTF-8"])
 @pytest.mark.parametrize("n", [1, 4, 5, 8])  # 4 files aside, then 4 new ones
 def test_a_rollback_goes_on_where_the_folder_cannot_be_listed(tmp_path, monkeypatch, listing,
