@@ -3745,12 +3745,16 @@ class _RecordFiles:
             self.temp_paths.append(header_temp)
             _write_header(header_temp, header, header_path)
             destinations = [_join(self.folder, name) for name in names] + [header_path]
-            _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
+            aside = _move_into_place(list(zip(self.temp_paths, destinations)), self.token)
             self.temp_paths = []
             for path in (_join(self.folder, name) for name in sorted(stale)):
                 reason = _remove_quietly(path)  # warned of once the save is done
                 if reason is not None:
                     self.unremoved.append((path, reason))
+            # The old header moved aside goes last: a save killed before it removed the old
+            # files leaves it, and the next save removes the files it lists then
+            for backup in aside[::-1]:
+                _remove_quietly(backup)
             # Its files are in place: what it cannot remove of others' is no failure of its own
             with contextlib.suppress(Exception):
                 _remove_dead_temporaries(self.path, header_path, names)
@@ -3758,27 +3762,11 @@ class _RecordFiles:
         return header
 
     def _old_shards(self, header_path: str) -> set:
-        """Shard files of the header being replaced, so a smaller save leaves none behind.
-
-        The header names its files but not their folder, so they are only taken for its own
-        where nothing else claims them: the header is the records' default one, or there is
-        none (which would describe files of those names); and each file has the size the
-        header lists. A header saved with its records elsewhere made a save here delete
-        another dataset's shards of the same names.
-        """
-        default = default_header_path(self.path)
-        if not _same_place(header_path, default) and tf.io.gfile.exists(default):
-            return set()
+        """Record files of the header being replaced (`_listed_record_files`), so that a save
+        of fewer or other shards leaves none behind."""
         if not tf.io.gfile.exists(header_path):
             return set()  # not waited for where a killed save left its header's temporaries
-        try:
-            old = _read_header(header_path, self.path)
-        except SuperSerialError:
-            return set()
-        # Only files named as this save names them: a merged header also lists its parts'
-        # files, and those belong to the parts.
-        return {s.file for s in old.shards if old.version and _is_save_name(s.file, self.base)
-                and s.num_bytes is not None and _size(_join(self.folder, s.file)) == s.num_bytes}
+        return _listed_record_files(header_path, self.path, header_path)
 
     def abort(self):
         self._aborted = True
@@ -3961,6 +3949,29 @@ def _temporary_of(name: str, owner: str) -> tuple[str, str] | None:
     return match["token"], match["index"]
 
 
+def _listed_record_files(listing: str, tfrecord_path: str, header_path: str) -> set:
+    """The record files beside `tfrecord_path` that the header file `listing` (the header at
+    `header_path`, or a copy of it a save moved aside) lists, as a save replacing it removes
+    those its own files do not replace (`_RecordFiles._old_shards`).
+
+    The header names its files but not their folder, so they are only taken for its own
+    where nothing else claims them: the header is the records' default one, or there is none
+    (which would describe files of those names); and each file has the size the header lists.
+    A header saved with its records elsewhere made a save here delete another dataset's
+    shards of the same names. Only files named as a save to `tfrecord_path` names them: a
+    merged header also lists its parts' files, and those belong to the parts."""
+    default = default_header_path(tfrecord_path)
+    if not _same_place(header_path, default) and tf.io.gfile.exists(default):
+        return set()
+    try:
+        old = _read_header(listing, tfrecord_path)
+    except SuperSerialError:
+        return set()
+    folder, base = _dirname(tfrecord_path), _basename(tfrecord_path)
+    return {s.file for s in old.shards if old.version and _is_save_name(s.file, base)
+            and s.num_bytes is not None and _size(_join(folder, s.file)) == s.num_bytes}
+
+
 def _remove_dead_temporaries(tfrecord_path: str, header_path: str, names: list):
     """Removes what saves to these paths that were killed (SIGKILL, the kernel out of memory)
     left: their record files, header, files moved aside and claim, all of them superseded by
@@ -4000,8 +4011,15 @@ def _remove_dead_temporaries(tfrecord_path: str, header_path: str, names: list):
                 continue  # another dataset's, or not a temporary
             if token not in dead:
                 dead[token] = _dead_claim(_temp_name(tfrecord_path, token, ".claim"))
-            if dead[token] and index != ".claim":  # the claim went with the verdict
-                _remove_regular(_join(where, name))
+            if not dead[token] or index == ".claim":  # the claim went with the verdict
+                continue
+            if index == ".old" and _temporary_of(name, header_path):
+                # The header it replaced, moved aside: the record files that header listed
+                # and no save lists now (their save was killed before it removed them)
+                for stale in _listed_record_files(_join(where, name), tfrecord_path,
+                                                  header_path) - set(names):
+                    _remove_regular(_join(folder, stale))
+            _remove_regular(_join(where, name))
 
 
 def _dead_claim(path: str) -> bool:
@@ -4039,7 +4057,8 @@ def _move_into_place(moves: list, token: str):
     Files already at the destinations are first moved aside, the old header before anything
     else: a process killed among the renames leaves no header that would pair old records
     with new ones, so `load` refuses what is there. If any rename fails, the new files are
-    removed and the old ones moved back, so a failed save changes nothing.
+    removed and the old ones moved back, so a failed save changes nothing. Returns the
+    files moved aside, the old header's first, for the caller to remove.
     """
     aside, placed = [], []  # the renames made: (backup, destination), (temp, destination)
     # The rename under way: (where it is listed once made, the pair, its source). A Ctrl-C
@@ -4080,8 +4099,7 @@ def _move_into_place(moves: list, token: str):
         if stranded and isinstance(error, Exception):
             raise _stranded_error(error, stranded) from error
         raise
-    for backup, _ in aside:
-        _remove_quietly(backup)
+    return [backup for backup, _ in aside]
 
 
 def _stranded_error(error: Exception, stranded: list) -> SuperSerialError:

@@ -1398,7 +1398,7 @@ def test_two_saves_to_one_path_put_their_files_in_place_one_after_the_other(tmp_
             first_placing.set()
             go_on.wait(30)
         try:
-            real(moves, token)
+            return real(moves, token)
         finally:
             placing.remove(token)
 
@@ -1574,6 +1574,59 @@ def test_a_load_reading_again_waits_for_a_header_without_the_lock(tmp_path, monk
     assert header.num_records == 4
     assert_same_elements(wide(4, offset=1.0), load(tfrecord_path))
     assert sorted(os.listdir(tmp_path)) == ["data.tfrecord", "data.tfrecord.header.yaml"]
+
+
+# A save of one file over three shards that kills itself (SIGKILL) as it puts its files in
+# place: once it has moved the old header aside, or once its files are in place, as it
+# removes the old shards
+KILLED_IN_PLACE = textwrap.dedent("""
+    import os, signal, sys
+    import numpy as np
+    import tensorflow as tf
+    import super_serial
+
+    tfrecord_path, when = sys.argv[1:3]
+    rename, remove = tf.io.gfile.rename, tf.io.gfile.remove
+
+    def renamed(source, destination, overwrite=False):
+        rename(source, destination, overwrite)
+        if when == "old header aside":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def removed(path):
+        if when == "old shards to remove" and path.endswith("-of-00003"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        remove(path)
+
+    tf.io.gfile.rename, tf.io.gfile.remove = renamed, removed
+    super_serial.save(tf.data.Dataset.range(7), tfrecord_path)
+    print("the save finished, but it should have been killed first")
+""")
+
+
+@pytest.mark.parametrize("when", ["old header aside", "old shards to remove"])
+def test_old_shards_a_killed_save_left_are_removed_by_the_next_save(tmp_path, when):
+    """A save of other shards killed as it put its files in place left the old dataset's
+    shards for good: the next save removed the killed save's temporaries, the old header
+    moved aside among them, and no header listed those shards any more. It now reads that
+    header first; and a save removes the old shards before the old header it moved aside."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(30), tfrecord_path, num_shards=3)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO_ROOT)}
+    process = subprocess.run([sys.executable, "-c", KILLED_IN_PLACE, tfrecord_path, when],
+                             env=env, capture_output=True, timeout=300)
+    assert process.returncode == -signal.SIGKILL, process.stderr.decode()[-2000:]
+    left = sorted(os.listdir(tmp_path))
+    assert any(n.startswith(".data.tfrecord.header.yaml.") and n.endswith(".tmp.old")
+               for n in left), left  # the old header, moved aside
+    assert [n for n in left if n.startswith("data.tfrecord-")] == [
+        f"data.tfrecord-0000{i}-of-00003" for i in range(3)], left
+
+    save(wide(4, offset=1.0), tfrecord_path, num_shards=2)
+    assert sorted(os.listdir(tmp_path)) == [
+        "data.tfrecord-00000-of-00002", "data.tfrecord-00001-of-00002",
+        "data.tfrecord.header.yaml"]
+    assert_same_elements(wide(4, offset=1.0), load(tfrecord_path))
 
 
 DEAD = "0123456789ab"  # the token of a save that was killed, in its temporaries' names
