@@ -734,22 +734,24 @@ def _header_bytes(header_path: str, tfrecord_path: str | None) -> bytes:
             continue
         if not placing and now < deadline and tf.io.gfile.exists(header_path):
             continue  # put in place between the two looks
-        unseen = _unseen(header_path)
-        if unseen:
-            raise HeaderError(f"{header_path}: cannot read header: {unseen}")
+        refused = _refusal(header_path)
+        if refused:
+            raise HeaderError(f"{header_path}: cannot read header: {refused}")
         hint = _misnamed(tfrecord_path, header_path) or _interrupted(placing)
         raise HeaderError(f"{header_path}: header file not found{hint}")
 
 
-def _unseen(path: str) -> str | None:
-    """Why the OS cannot look at a local path where TensorFlow finds no file, unless it is
-    missing: "Permission denied" where a folder above it cannot be searched, say (TensorFlow's
-    look for it says only that it is not there). Else None."""
+def _refusal(path: str) -> str | None:
+    """Why the OS will not open a local file for reading ("Permission denied": a folder above
+    it that cannot be searched, or the file's own mode), else None, also where it is missing.
+    TensorFlow's look for a file in a folder that cannot be searched says only that it is not
+    there; and a file that can be looked at (stat) may still not open, and would fail only
+    once read. Opened without waiting (a FIFO would wait for a writer)."""
     if not _is_local(path):
         return None
     try:
-        os.stat(_local(path))
-    except (FileNotFoundError, NotADirectoryError, ValueError):
+        os.close(os.open(_local(path), os.O_RDONLY | os.O_NONBLOCK))
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # gone since it was looked at
         return None
     except OSError as e:
         return e.strerror or str(e)
@@ -4140,8 +4142,8 @@ def _remove_quietly(path: str) -> str | None:
         tf.io.gfile.remove(path)
     except tf.errors.NotFoundError:
         pass
-    except tf.errors.OpError as e:  # TensorFlow's message: "<path>; <the OS's reason>"
-        return _tf_message(e).removeprefix(f"{path}; ")
+    except tf.errors.OpError as e:
+        return _file_reason(path, e)
     return None
 
 
@@ -4663,20 +4665,6 @@ def _check_regular(path: str, listed: str):
         raise CorruptDataError(f"{path}: {kind}, not a record file{listed}")
 
 
-def _unreadable(path: str) -> str | None:
-    """Why the OS will not open a local file for reading ("Permission denied"), else None: a
-    file that can be looked at (stat) may still not open, and would fail only once read."""
-    if not _is_local(path):
-        return None
-    try:
-        os.close(os.open(_local(path), os.O_RDONLY))
-    except FileNotFoundError:  # gone since it was looked at: as any file gone since load
-        return None
-    except OSError as e:
-        return e.strerror or str(e)
-    return None
-
-
 def _check_files(header: _Header, paths: list, header_path: str):
     framed = _FRAMING_BYTES + _least_record_bytes(header.features)  # least bytes on disk
     for shard, path in zip(header.shards, paths):
@@ -4688,12 +4676,12 @@ def _check_files(header: _Header, paths: list, header_path: str):
             raise CorruptDataError(f"{path}: record file not found (listed in {header_path})"
                                    ) from None
         except tf.errors.OpError as e:  # permission denied, say
+            refused = _file_reason(path, e)
+        else:
+            refused = _refusal(path)
+        if refused is not None:
             raise CorruptDataError(f"{path}: cannot read record file (listed in {header_path}): "
-                                   f"{_file_reason(path, e)}") from None
-        unreadable = _unreadable(path)
-        if unreadable:
-            raise CorruptDataError(f"{path}: cannot read record file (listed in {header_path}): "
-                                   f"{unreadable}")
+                                   f"{refused}")
         if shard.num_bytes is not None and size != shard.num_bytes:
             _check_not_a_folder(path, f" (listed in {header_path})")  # stat gives it a size
             raise CorruptDataError(

@@ -708,17 +708,17 @@ def test_a_header_in_a_folder_that_cannot_be_searched_is_not_called_missing(save
     """TensorFlow's look for a file says only that it is not there where a folder above it
     cannot be searched (no x permission): the OS's reason is given instead of "not found".
     Made here (tests run as root, which may search any folder): the header hidden from
-    TensorFlow, and the OS denying a look at it."""
+    TensorFlow, and the OS denying to open it."""
     tfrecord_path, header_path = saved
-    exists, os_stat = tf.io.gfile.exists, core.os.stat
+    exists, os_open = tf.io.gfile.exists, core.os.open
 
     def denied(path, *args, **kwargs):
         if str(path) == header_path:
             raise PermissionError(13, "Permission denied", str(path))
-        return os_stat(path, *args, **kwargs)
+        return os_open(path, *args, **kwargs)
 
     monkeypatch.setattr(tf.io.gfile, "exists", lambda path: path != header_path and exists(path))
-    monkeypatch.setattr(core.os, "stat", denied)
+    monkeypatch.setattr(core.os, "open", denied)
     for call in (load, verify, read_header):
         args = (header_path,) if call is read_header else (tfrecord_path, header_path)
         with pytest.raises(HeaderError, match=re.escape(
