@@ -1581,7 +1581,6 @@ def test_a_load_reading_again_waits_for_a_header_without_the_lock(tmp_path, monk
 # removes the old shards
 KILLED_IN_PLACE = textwrap.dedent("""
     import os, signal, sys
-    import numpy as np
     import tensorflow as tf
     import super_serial
 

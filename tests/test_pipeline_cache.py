@@ -257,7 +257,9 @@ def repeated_constants(function) -> list:
             key = (node.attr["dtype"].SerializeToString(),
                    node.attr["value"].SerializeToString(deterministic=True),
                    frozenset(i for i in node.input if i.startswith("^")))
-            (repeated.append(node.name) if key in seen else seen.add(key))
+            if key in seen:
+                repeated.append(node.name)
+            seen.add(key)
     return repeated
 
 
