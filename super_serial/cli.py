@@ -312,10 +312,13 @@ def _header_path(args) -> str:
 
 def _read_header(args, header_path: str) -> dict:
     """`read_header`, told the records' path: where that names a header or a shard instead,
-    the error says which path was meant, as `load` and `verify` do."""
+    or the header lists another save's records beside a file at that path, the error says so,
+    as `load` and `verify` do."""
     from super_serial import core
 
-    return core._read_header(header_path, args.path).to_yaml()
+    header = core._read_header(header_path, args.path)
+    core._check_names(header, args.path, header_path)
+    return header.to_yaml()
 
 
 # --------------------------------------------------------------------------------------------

@@ -708,3 +708,20 @@ def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys)
     assert ("\n1 file; no layout or block size in this header (load reads it in blocks of "
             "at most 256)\n") in out
     assert "layout sequential" not in out and "per block" not in out
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "head"])
+def test_a_header_of_other_records_beside_the_path_is_refused_by_every_command(
+        command, tmp_path, capsys):
+    """`inspect` showed the other save's schema and shards under the path's name, and exited
+    0, where `verify` and `head` (and `load`) refuse the pair."""
+    super_serial.save(tf.data.Dataset.range(3), str(tmp_path / "a.tfrecord"))
+    super_serial.save(tf.data.Dataset.from_tensor_slices([1.5, 2.5]),
+                      str(tmp_path / "b.tfrecord"))
+
+    assert cli.main([command, str(tmp_path / "a.tfrecord"),
+                     "--header", str(tmp_path / "b.tfrecord.header.yaml")]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert ("lists the record files 'b.tfrecord', not " + str(tmp_path / "a.tfrecord")
+            + ", which is there too") in captured.err
