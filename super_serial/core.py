@@ -3556,6 +3556,8 @@ class _RecordFiles:
         self.compression = compression
         self.shard_size = shard_size
         self.block_records = block_records
+        # Shards dealt in turn: the first records, held until their block is fitted (`_fit`)
+        self.held: list | None = [] if not shard_size and num_shards > 1 else None
         self.temp_paths: list[str] = []
         self.claim: int | None = None  # `_claimed`, while the save runs
         self.writers: list = []
@@ -3618,22 +3620,42 @@ class _RecordFiles:
             raise SchemaError(f"{self.path}: element {index} makes a record of "
                               f"{int(sizes.max()):,} bytes, more than a tf.train.Example can "
                               "hold (2 GiB, protobuf's limit); nothing was saved")
+        self.bytes_written += int(sizes.sum())
         if self.shard_size:
             self._queues[0].put((records, sizes))
+        elif self.held is not None:
+            self.held.append((records, sizes, first_index))
+            if (sum(len(s) for _, s, _ in self.held) >= self.block_records
+                    or self.bytes_written >= _TARGET_BLOCK_BYTES):
+                self._fit()
         else:
-            if len(sizes) and len(self.writers) > 1 and not any(self.counts):
-                # before any record is dealt: blocks of shards dealt in turn
-                self.block_records = self._fitted(len(sizes), int(sizes.sum()))
-            work: list[list] = [[] for _ in self._queues]
-            for shard, (part, part_sizes) in enumerate(self._deal(records, sizes, first_index)):
-                if part:  # one write per file and batch: fewer GIL hand-overs
-                    lane = shard % len(work)
-                    work[lane].append((shard, self.writers[shard].prepare(part, part_sizes)))
-                    self.counts[shard] += len(part)
-            for lane, items in enumerate(work):
-                if items:
-                    self._queues[lane].put(items)
-        self.bytes_written += int(sizes.sum())
+            self._queue_dealt(records, sizes, first_index)
+
+    def _fit(self):
+        """Fits the block of shards dealt in turn to the first records (`_fitted`): the first
+        `block_records`, or those that make `_TARGET_BLOCK_BYTES`, or all where fewer; then
+        deals the records held until then. Records, not batches: the files are the same
+        whatever batches `save` read and encoded."""
+        held, self.held = self.held, None
+        ends = np.cumsum(np.concatenate([sizes for _, sizes, _ in held] or [np.zeros(0)]))
+        if not len(ends):  # no records at all
+            return
+        first = min(len(ends), self.block_records,
+                    int(np.searchsorted(ends, _TARGET_BLOCK_BYTES)) + 1)
+        self.block_records = self._fitted(first, int(ends[first - 1]))
+        for records, sizes, first_index in held:
+            self._queue_dealt(records, sizes, first_index)
+
+    def _queue_dealt(self, records: list, sizes: np.ndarray, first_index: int):
+        work: list[list] = [[] for _ in self._queues]
+        for shard, (part, part_sizes) in enumerate(self._deal(records, sizes, first_index)):
+            if part:  # one write per file and batch: fewer GIL hand-overs
+                lane = shard % len(work)
+                work[lane].append((shard, self.writers[shard].prepare(part, part_sizes)))
+                self.counts[shard] += len(part)
+        for lane, items in enumerate(work):
+            if items:
+                self._queues[lane].put(items)
 
     def _deal(self, records: list, sizes: np.ndarray, first_index: int) -> list:
         """The records of each shard, and their sizes: block b (of block_records) goes to
@@ -3711,9 +3733,9 @@ class _RecordFiles:
         """The block for `records` records of `nbytes` bytes: about `_TARGET_BLOCK_BYTES` of
         them where they came out far larger than the element spec let guess (unknown shapes,
         strings), else the block sized from it. Shards dealt in turn fit theirs to the first
-        batch's records (`write`): blocks of 1,024 guessed for clips of 400 kB made load
-        parse 400 MB at a time, and a save of fewer records than that put them all in the
-        first file. Other saves fit theirs to all records (`parsed_block`)."""
+        records (`_fit`): blocks of 1,024 guessed for clips of 400 kB made load parse 400 MB
+        at a time, and a save of fewer records than that put them all in the first file.
+        Other saves fit theirs to all records (`parsed_block`)."""
         fitted = max(1, _TARGET_BLOCK_BYTES * records // max(nbytes, 1))
         return fitted if 2 * fitted < self.block_records else self.block_records
 
@@ -3727,6 +3749,8 @@ class _RecordFiles:
         return self._fitted(records, self.bytes_written)
 
     def commit(self, header_path: str, make_header) -> _Header:
+        if self.held is not None:  # fewer records than a fitted block's worth
+            self._fit()
         self.committing = True
         self._stop_threads()
         self._raise_pending()

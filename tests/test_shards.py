@@ -270,7 +270,7 @@ def test_shards_dealt_in_turn_get_blocks_fitted_to_the_records_written(paths, mo
     """Blocks are sized from the element spec, which guesses 64 values an unknown dim and 32
     bytes a string; shards dealt in turn kept that guess (blocks of 1,024 clips of 400 kB, 400
     MB parsed at once on load, and a save of fewer records put them all in the first file).
-    Now fitted to the first batch's records, as other saves fit theirs; records of about the
+    Now fitted to the first records, as other saves fit theirs to all; records of about the
     guessed size keep the guess."""
     monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 40_000)  # 10 records of 4 kB
     width = 1_000  # float32 values (or bytes: strings of 4,000)
@@ -292,6 +292,37 @@ def test_shards_dealt_in_turn_get_blocks_fitted_to_the_records_written(paths, mo
     guessed = save(flat_dict(), tfrecord_path, num_shards=2)["block_records"]
     assert guessed == core._block_and_batch_records(
         core._schema_from_spec(flat_dict().element_spec)[0], 2, NUM_ELEMENTS)[0]
+
+
+def test_shards_dealt_in_turn_are_the_same_files_whatever_the_batches(tmp_path, monkeypatch):
+    """The README: "`elements_per_batch=N` reads and encodes exactly N elements at a time; the
+    files are the same either way." Shards dealt in turn fitted their block to the first
+    batch: a short string first, then long ones, made blocks of 100 (300 elements in 3 shards:
+    the guess kept) where the first batch was that string alone, and of 10 where long ones
+    came with it, so the files differed with elements_per_batch and with the pipeline the
+    strings came from."""
+    monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 40_000)  # 10 records of 4 kB
+    strings = [b"x"] + [bytes([i % 256]) * 4_000 for i in range(1, 300)]
+    sliced = tf.data.Dataset.from_tensor_slices(strings)
+    generated = tf.data.Dataset.from_generator(
+        lambda: iter(strings), output_signature=tf.TensorSpec([], tf.string))
+    saves = [(sliced, None), (sliced, 1), (sliced, 2), (sliced, 7), (generated, None),
+             (generated, 1), (generated.apply(tf.data.experimental.assert_cardinality(300)), 3)]
+    contents = []
+    for i, (dataset, elements_per_batch) in enumerate(saves):
+        tfrecord_path = str(tmp_path / str(i) / "data.tfrecord")
+        header = save(dataset, tfrecord_path, num_shards=3, elements_per_batch=elements_per_batch)
+        assert [s["num_records"] for s in header["shards"]] == core._dealt_counts(
+            300, header["block_records"], 3)
+        assert load(tfrecord_path).as_numpy_iterator().__iter__().__next__() == b"x"
+        contents.append(sorted((path.name, path.read_bytes())
+                               for path in (tmp_path / str(i)).iterdir()))
+    assert 9 <= read_header(str(tmp_path / "0" / "data.tfrecord.header.yaml"))[
+        "block_records"] <= 11
+    assert all(c == contents[0] for c in contents), [
+        read_header(str(tmp_path / str(i) / "data.tfrecord.header.yaml"))["block_records"]
+        for i in range(len(saves))]
+    assert_same_elements(sliced, load(str(tmp_path / "6" / "data.tfrecord")))
 
 
 def test_an_old_shard_that_cannot_be_removed_is_warned_of(paths, small_blocks, monkeypatch):
