@@ -39,6 +39,7 @@ import math
 import os
 import queue
 import re
+import reprlib
 import stat
 import sys
 import threading
@@ -1016,8 +1017,8 @@ class _HeaderParser:
                                              f"({dtype.tf_dtype.as_datatype_enum})")
         header_path = self.get(raw, "path", f"{field}.path", list)
         if tuple(header_path) != path:
-            self.fail(f"{field}.path", f"{header_path} does not match its place in 'structure' "
-                                       f"({list(path)})")
+            self.fail(f"{field}.path", f"{_short(header_path)} does not match its place in "
+                                       f"'structure' ({_short(list(path))})")
         sparse = self.get(raw, "sparse", f"{field}.sparse", bool, optional=True, default=False)
         if sparse and self.version < _SPARSE_VERSION:
             self.fail(f"{field}.sparse", f"sparse features need format version "
@@ -1273,8 +1274,29 @@ def _named(name: str) -> str:
 
 
 def _short(value) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # a hand-edited header's value: see _BoundedRepr
+        text = _BoundedRepr().repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _BoundedRepr(reprlib.Repr):
+    """`repr` for what `repr` cannot show: lists nested about 1,000 deep (RecursionError) are
+    shown 6 levels deep, and ints of more digits than Python writes out in decimal (a header's
+    `0xfff...`: ValueError, sys.get_int_max_str_digits) in hex."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel = 6
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = 60
+        self.maxstring = self.maxlong = self.maxother = 200
+
+    def repr_int(self, x, level):
+        try:
+            return super().repr_int(x, level)
+        except ValueError:
+            return hex(x)
 
 
 # --------------------------------------------------------------------------------------------

@@ -291,6 +291,28 @@ def test_invalid_field(saved, name):
     assert_header_error(tfrecord_path, header_path, rf"field '({field})[^']*'")
 
 
+@pytest.mark.parametrize("value", ["0x" + "f" * 4_000, "-0b" + "1" * 15_000,
+                                   "[" * 990 + "]" * 990])
+@pytest.mark.parametrize(("keys", "field"), [
+    (("num_records",), "num_records"), (("format",), "format"),
+    (("features", "x", "path", 0), r"features\.x\.path"),
+    (("features", "r", "ragged_rank"), r"features\.r\.ragged_rank"),
+    (("features", "v", "shape"), r"features\.v\.shape"),
+    (("shards", 0, "num_bytes"), r"shards\[0\]"),
+])
+def test_values_that_repr_cannot_show_are_named_in_a_header_error(saved, yaml_loader, keys,
+                                                                  field, value):
+    """A hand-edited value nested about 1,000 deep, or an int of more digits than Python
+    writes out in decimal, made the message's `repr` raise a bare RecursionError or
+    ValueError from read_header and load."""
+    tfrecord_path, header_path, header = saved
+    setter(*keys, value="MARKER")(header)
+    write(header_path, yaml.dump(header, Dumper=NoAliasDumper).replace("MARKER", value))
+    # PyYAML's own loader may reach Python's recursion limit first, itself a HeaderError
+    deep = "|not a valid header: maximum recursion depth exceeded" if "[" in value else ""
+    assert_header_error(tfrecord_path, header_path, rf"field '{field}{deep}")
+
+
 @pytest.mark.parametrize(("name", "problems"), [
     ("structure_missing_leaf", "feature 'x' is named by no leaf"),
     ("structure_extra_leaf", "leaf 'q' names no feature"),
