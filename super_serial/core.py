@@ -4571,7 +4571,7 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
         one_file=len(paths) == 1 and not shuffle_files, shuffle_files=shuffle_files,
         parallel=header.layout == "round_robin" or not deterministic,
         deterministic=deterministic, batch_size=batch_size, drop_remainder=drop_remainder,
-        check_ranges=check_ranges)
+        check_ranges=check_ranges, in_graph=not tf.executing_eagerly())
     paths = tf.constant(paths)
     counts = tf.constant([s.num_records for s in header.shards], tf.int64)
     if shuffle_files:  # built afresh: each load draws its own shuffle seeds, as Dataset ops do
@@ -4753,6 +4753,9 @@ class _Reading:
     batch_size: int | None
     drop_remainder: bool
     check_ranges: bool = False  # integers restored to a narrower dtype must fit it (verify)
+    # load() called in a graph (a tf.function, or a tf.data function such as flat_map's): its
+    # functions are not marked one-device (`_ONE_DEVICE_FUNCTION`)
+    in_graph: bool = False
 
 
 _PIPELINES: collections.OrderedDict = collections.OrderedDict()  # most recently used last
@@ -4805,6 +4808,10 @@ class _Pipeline:
         return tf.data.experimental.from_variant(self.function(paths, counts), self.element_spec)
 
     def build(self, paths, counts, seed=None) -> tf.data.Dataset:
+        with _one_device_marks(not self.reading.in_graph):
+            return self._build(paths, counts, seed)
+
+    def _build(self, paths, counts, seed) -> tf.data.Dataset:
         decoder, reading = self.decoder, self.reading
         blocks = self.blocks(paths, counts, seed)
         captured = (paths[0], counts[0]) if reading.one_file else ()
@@ -4878,6 +4885,22 @@ class _Pipeline:
 # grappler over them again, which takes 20 ms for a small schema. A function with this mark (as
 # tf.data gives its copy-to-device functions) is instantiated for its one device, the CPU.
 _ONE_DEVICE_FUNCTION = {"experimental_ints_on_device": True}
+# Not where load() is called in a graph: traced inside a tf.data function (a flat_map's or an
+# interleave's), a marked function with an int32 output beside others gives its outputs as
+# _DeviceRetval nodes, and tf.data's rewrites then take it for a pipeline of several outputs
+# ("Expected only one fetch node but there were 3"), in a tf.function or under tf.distribute.
+_MARKS = threading.local()
+
+
+@contextlib.contextmanager
+def _one_device_marks(marked: bool):
+    """Whether `_one_device_trace` marks the functions traced in this block (and thread)."""
+    before = getattr(_MARKS, "marked", True)
+    _MARKS.marked = marked
+    try:
+        yield
+    finally:
+        _MARKS.marked = before
 
 
 def _one_device_function(fn, inputs: list, batched_ragged: bool = False):
@@ -4957,10 +4980,12 @@ def _ragged_variant(values, splits=(), batched: bool = False):
 
 
 def _one_device_trace(fn, inputs: list):
-    """The concrete function of `fn` for flat tensors `inputs`, marked one-device, with each
-    of its constants made once (`_constants_once`)."""
+    """The concrete function of `fn` for flat tensors `inputs`, marked one-device (but for
+    loads in a graph: `_one_device_marks`), with each of its constants made once
+    (`_constants_once`)."""
+    marks = _ONE_DEVICE_FUNCTION if getattr(_MARKS, "marked", True) else None
     return tf.function(_constants_once(fn), input_signature=inputs, autograph=False,
-                       experimental_attributes=_ONE_DEVICE_FUNCTION).get_concrete_function()
+                       experimental_attributes=marks).get_concrete_function()
 
 
 def _constants_once(fn):

@@ -912,6 +912,46 @@ def test_load_inside_tf_function(paths):
         e.tobytes() for e in eager]
 
 
+@pytest.mark.parametrize("options", [{}, {"batch_size": 3}, {"shuffle_files": True, "seed": 1}])
+@pytest.mark.parametrize("nest", ["flat_map", "interleave"])
+def test_load_inside_a_tf_data_function_in_a_tf_function(tmp_path, nest, options):
+    """load() in a flat_map's or interleave's function: with an int32 feature beside others,
+    a tf.function (or tf.distribute) around it failed with TensorFlow's "Expected only one
+    fetch node but there were 3" (load's functions were marked one-device). Found by
+    helper-73."""
+    dataset = tf.data.Dataset.from_tensor_slices(
+        ({"x": tensor("float32", (5, 3)), "ids": tensor("int32", (5, 2))}, np.arange(5)))
+    path = str(tmp_path / "data.tfrecord")
+    super_serial.save(dataset, path, num_shards=2)
+
+    def nested():
+        def one(_):
+            return super_serial.load(path, **options)
+        if nest == "flat_map":
+            return tf.data.Dataset.range(2).flat_map(one)
+        return tf.data.Dataset.range(2).interleave(one, cycle_length=1)
+
+    @tf.function(autograph=False)
+    def sums():
+        def add(acc, element):
+            features, label = element
+            return (acc[0] + tf.reduce_sum(tf.cast(features["ids"], tf.int64)),
+                    acc[1] + tf.reduce_sum(label))
+
+        return nested().reduce((tf.constant(0, tf.int64), tf.constant(0, tf.int64)), add)
+
+    if "batch_size" not in options:  # element-wise: the same elements, in order, twice
+        expected = list(dataset.as_numpy_iterator()) * 2
+        got = list(nested().as_numpy_iterator())
+        if "shuffle_files" not in options:
+            assert len(got) == len(expected) and all(
+                g[0]["ids"].tobytes() == e[0]["ids"].tobytes() and g[1] == e[1]
+                for g, e in zip(got, expected))
+    ids, labels = (int(t) for t in sums())
+    assert ids == 2 * int(np.sum(tensor("int32", (5, 2)), dtype=np.int64))
+    assert labels == 2 * sum(range(5))
+
+
 def test_load_inside_tf_function_batched_values(paths):
     dataset = tf.data.Dataset.from_tensor_slices({"x": tensor("float64", (6, 2))})
     tfrecord, header = paths
