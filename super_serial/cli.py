@@ -554,7 +554,10 @@ def _head(args) -> int:
 
 def _not_an_example_named(dataset, path: str, header_path: str):
     """enumerate(dataset), where a record that is no tf.train.Example raises a CorruptDataError
-    naming its file and index (as `verify` does), not a UnicodeDecodeError naming nothing."""
+    naming its file and index (as `verify` does), not a UnicodeDecodeError naming nothing or
+    TensorFlow's error quoting the record whole."""
+    import tensorflow as tf
+
     from super_serial import core
 
     iterator = iter(enumerate(dataset))
@@ -563,7 +566,9 @@ def _not_an_example_named(dataset, path: str, header_path: str):
             item = next(iterator)
         except StopIteration:
             return
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, tf.errors.InvalidArgumentError) as error:
+            if isinstance(error, tf.errors.OpError) and not core._is_not_an_example(error):
+                raise
             header = core._read_header(header_path, path)
             raise core.CorruptDataError(core._not_an_example(header, path)) from None
         yield item

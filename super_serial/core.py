@@ -5631,6 +5631,8 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
             meter.update(count, _share(total_bytes, count, header.num_records))
         meter.update(count, total_bytes, force=True)
     except tf.errors.OpError as e:
+        if _is_not_an_example(e):
+            raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
         raise CorruptDataError(_unparsed_strings(_tf_message(e), header)) from None
     except UnicodeDecodeError:  # TensorFlow quoting undecodable record bytes in its message
         raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
@@ -5705,10 +5707,18 @@ def _unparsed_strings(message: str, header: _Header) -> str:
             f"string{'s' if expected != 1 else ''}, found {count}")
 
 
+def _is_not_an_example(error: tf.errors.OpError) -> bool:
+    """TensorFlow's error for a record that is no tf.train.Example (a JSON line, say): it
+    quotes the record whole, however long, and names no file."""
+    return isinstance(error, tf.errors.InvalidArgumentError) and (
+        "Could not parse example input, value: " in error.message)
+
+
 def _not_an_example(header: _Header, tfrecord_path: str) -> str:
-    """Which record is no tf.train.Example, where TensorFlow's error, which quotes the record's
-    bytes, could not be decoded and so said nothing (tensorflow#5676): the first such record
-    found reading the files again, one by one, parsed for a feature no record holds."""
+    """Which record is no tf.train.Example, where TensorFlow's error quotes the record's bytes
+    and names no file (`_is_not_an_example`), or could not be decoded and so said nothing
+    (tensorflow#5676): the first such record found reading the files again, one by one,
+    parsed for a feature no record holds."""
     probe = {"super_serial: no feature": tf.io.VarLenFeature(tf.string)}
 
     def parses(records) -> bool:

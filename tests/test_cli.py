@@ -411,14 +411,20 @@ def test_head_prints_the_first_elements(saved):
     assert "..." in out and len(out.splitlines()) < 40  # the image is summarized
 
 
+@pytest.mark.parametrize("record", [
+    b"\n\xa1\x01\n\t\n\x01r\x12\x04\x1a\x02\n",  # 161 bytes promised, 12 given: not UTF-8
+    b'{"note": "' + b"a" * 5_000 + b'"}',  # a JSON line: UTF-8
+], ids=["undecodable", "json"])
 @pytest.mark.parametrize("command", [["head", "-n", str(ELEMENTS)], ["verify"]])
-def test_a_record_that_is_no_example_is_named_with_its_shard(scratch, command):
+def test_a_record_that_is_no_example_is_named_with_its_shard(scratch, command, record):
     """head failed with "UnicodeDecodeError ... (an unexpected error)" (TensorFlow's message
-    quotes the record's bytes: tensorflow#5676), verify with the dataset's path, no file."""
+    quotes the record's bytes: tensorflow#5676), verify with the dataset's path, no file.
+    Where the record is UTF-8 text, both gave TensorFlow's "Could not parse example input",
+    which quotes the record whole (5,000 bytes here) and names no file. Found by helper-72."""
     second = shard(scratch, 1)
     options = tf.io.TFRecordOptions()
     records = list(tf.data.TFRecordDataset(str(second)).as_numpy_iterator())
-    records[0] = b"\n\xa1\x01\n\t\n\x01r\x12\x04\x1a\x02\n"  # 161 bytes promised, 12 given
+    records[0] = record
     with tf.io.TFRecordWriter(str(second), options) as writer:
         for record in records:
             writer.write(record)
