@@ -403,7 +403,8 @@ def _is_save_name(name: str, base: str) -> bool:
 def _fspath(path) -> str:
     """A path as text; ValueError naming it where it is not UTF-8, which TensorFlow's file
     functions need (bytes failed with a UnicodeDecodeError, a str with surrogates with a
-    UnicodeEncodeError, neither naming the path)."""
+    UnicodeEncodeError, neither naming the path), or holds a NUL, where TensorFlow's C++ cuts
+    it short and so names another file (Python's own `open` refuses it too)."""
     if isinstance(path, (tf.Tensor, tf.Variable)):  # inside a tf.function, say
         raise TypeError("paths must be Python strings or path-like objects, not tensors: the "
                         f"header is read while the pipeline is built; got {path!r}")
@@ -414,6 +415,9 @@ def _fspath(path) -> str:
     except UnicodeError:
         raise ValueError(f"{path!r}: paths must be valid UTF-8, as TensorFlow's file functions "
                          "take them") from None
+    if "\0" in text:
+        raise ValueError(f"{path!r}: a path cannot hold a NUL character (\\x00), where "
+                         "TensorFlow's file functions would cut it short")
     return text
 
 

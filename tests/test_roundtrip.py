@@ -2075,6 +2075,31 @@ def test_paths_that_are_not_utf8_are_named(bad, call, tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
+@pytest.mark.parametrize("call", ["save", "save header", "load", "load header", "verify",
+                                  "read_header", "merge"])
+def test_paths_that_hold_a_nul_are_refused(call, tmp_path):
+    """TensorFlow's C++ cuts a path at a NUL: read_header, load and verify read the file named
+    by the part before it (here the saved dataset's), where Python's `open` refuses such a
+    path. Found by helper-71."""
+    records = str(tmp_path / "data.tfrecord")
+    super_serial.save(tf.data.Dataset.range(3), records)
+    header = super_serial.default_header_path(records)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    calls = {
+        "save": lambda: super_serial.save(tf.data.Dataset.range(3), records + "\0.new"),
+        "save header": lambda: super_serial.save(tf.data.Dataset.range(3), records,
+                                                 header + "\0.new"),
+        "load": lambda: super_serial.load(records + "\0.other", header),
+        "load header": lambda: super_serial.load(records, header + "\0.other"),
+        "verify": lambda: super_serial.verify(records, header + "\0.other"),
+        "read_header": lambda: super_serial.read_header(header + "\0.other"),
+        "merge": lambda: super_serial.merge([records], records + "\0.merged"),
+    }
+    with pytest.raises(ValueError, match=r"\\x00.*: a path cannot hold a NUL character"):
+        calls[call]()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
 def test_a_tensor_path_is_refused_clearly(paths):
     """Inside a tf.function it failed in os.fspath ("not SymbolicTensor"); eagerly, too."""
     super_serial.save(tf.data.Dataset.range(3), *paths)
