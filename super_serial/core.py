@@ -650,7 +650,7 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
             loader.dispose()
     except yaml.YAMLError as e:
         reason = _yaml_reason(e)
-        if isinstance(e, yaml.constructor.ConstructorError):
+        if isinstance(e, yaml.constructor.ConstructorError) and "tag" in str(e.problem):
             reason = "YAML tags are not allowed in a header (" + str(e.problem) + ")"
         raise HeaderError(f"{header_path}: not a valid header: {reason}") from None
     except (ValueError, TypeError, RecursionError) as e:  # e.g. undecodable bytes
@@ -823,14 +823,16 @@ def _node_problem(root) -> str | None:
         if isinstance(node, yaml.MappingNode):
             keys = set()
             for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode):
-                    if key.tag == "tag:yaml.org,2002:merge":  # its keys may hide others
-                        return "YAML merge keys (<<) are not allowed in a header"
-                    if (key.tag, key.value) in keys:
-                        return (f"key {_short(key.value)} appears twice in one mapping (line "
-                                f"{key.start_mark.line + 1})")
-                    keys.add((key.tag, key.value))
-                stack += (key, value)
+                if not isinstance(key, yaml.ScalarNode):  # `? [a, b]`: PyYAML cannot hash it
+                    return (f"a key that is a list or mapping (line {key.start_mark.line + 1}) "
+                            "is not allowed in a header")
+                if key.tag == "tag:yaml.org,2002:merge":  # its keys may hide others
+                    return "YAML merge keys (<<) are not allowed in a header"
+                if (key.tag, key.value) in keys:
+                    return (f"key {_short(key.value)} appears twice in one mapping (line "
+                            f"{key.start_mark.line + 1})")
+                keys.add((key.tag, key.value))
+                stack += (key, value)  # a key may be an alias too
         elif isinstance(node, yaml.SequenceNode):
             stack += node.value
     return None

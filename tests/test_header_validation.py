@@ -668,11 +668,18 @@ def merge_key(text: str) -> str:
     (lambda text: text + "version: 3\n", r"key 'version' appears twice in one mapping \(line "),
     (lambda text: text.replace("    dtype: ", "    dtype: int8\n    dtype: ", 1),
      r"key 'dtype' appears twice in one mapping \(line \d+\)$"),
+    (lambda text: text.replace("format: super_serial", "format: &f super_serial", 1)
+     + "*f : 1\n", r"YAML aliases \(\*name\) are not allowed"),  # an alias as a key
+    (lambda text: text + "? [a, b]\n: c\n",
+     r"not a valid header: a key that is a list or mapping \(line \d+\) is not allowed"),
+    (lambda text: text + "{x: 1}: c\n",
+     r"not a valid header: a key that is a list or mapping \(line \d+\) is not allowed"),
 ])
 def test_aliases_of_scalars_merge_keys_and_repeated_keys_are_refused(saved, yaml_loader, edit,
                                                                        problem):
     """Aliases of mappings and lists were refused, but not those of scalars or merge keys, and
-    a key given twice kept its last value without a word (a second `version`, `dtype`)."""
+    a key given twice kept its last value without a word (a second `version`, `dtype`). A key
+    that is a list or mapping was refused as if it were a YAML tag (helper-71)."""
     tfrecord_path, header_path, header = saved
     text = yaml.dump(header, Dumper=NoAliasDumper, sort_keys=False)
     edited = edit(text)
