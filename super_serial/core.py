@@ -4574,13 +4574,13 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
                          "nothing without it; for load(...).batch(n), pass it to .batch")
     header, paths = checked or _checked_header(header_path, tfrecord_path)
     reading = _Reading(
-        one_file=len(paths) == 1 and not shuffle_files, shuffle_files=shuffle_files,
+        one_file=len(paths) == 1, shuffle_files=shuffle_files and len(paths) > 1,
         parallel=header.layout == "round_robin" or not deterministic,
         deterministic=deterministic, batch_size=batch_size, drop_remainder=drop_remainder,
         check_ranges=check_ranges, in_graph=not tf.executing_eagerly())
     paths = tf.constant(paths)
     counts = tf.constant([s.num_records for s in header.shards], tf.int64)
-    if shuffle_files:  # built afresh: each load draws its own shuffle seeds, as Dataset ops do
+    if reading.shuffle_files:  # built afresh: each load draws its own seeds, as Dataset ops do
         return _Pipeline(header, original_dtypes, reading).build(paths, counts, seed=seed)
     return _pipeline(header, original_dtypes, reading)(paths, counts)
 

@@ -155,6 +155,26 @@ def test_file_auto_shard_needs_as_many_files_as_workers(paths):
         list(sharded)
 
 
+@pytest.mark.parametrize("load_options", [{}, {"shuffle_files": True}, {"batch_size": 2},
+                                          {"shuffle_files": True, "seed": 3, "batch_size": 2}])
+def test_auto_shard_of_one_file_falls_back_to_data(paths, load_options):
+    """AUTO shards one file by its elements (DATA), as for `load()`; with `shuffle_files=True`,
+    which does nothing for one file, load made a list of files, which AUTO shards by file:
+    "Could not apply FILE based sharding: the dataset only has 1 file(s)". Found by
+    helper-73."""
+    tfrecord_path, _ = paths
+    save(tiny_dataset(10), tfrecord_path)
+    seen = []
+    for worker in range(NUM_WORKERS):
+        sharded = input_ops.auto_shard_dataset(load(tfrecord_path, **load_options),
+                                               NUM_WORKERS, worker)
+        seen.append([int(i) for element in sharded for i in tf.reshape(element["id"], [-1])])
+    if "batch_size" in load_options:  # whole batches, dealt in turn
+        assert seen == [[0, 1, 4, 5, 8, 9], [2, 3, 6, 7]]
+    else:
+        assert seen == [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]]
+
+
 @pytest.mark.parametrize("drop_remainder", [False, True])
 @pytest.mark.parametrize("saved", [{}, {"num_shards": 3}])
 def test_batch_size_holds_under_a_one_replica_strategy(tmp_path, saved, drop_remainder):
