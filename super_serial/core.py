@@ -5691,12 +5691,14 @@ _UNPARSED = re.compile(r"Name: (.+):(\d+), Key: (.+), Index: \d+\.\s+Can't parse
 
 def _unparsed_strings(message: str, header: _Header) -> str:
     """`message`, or where it is TensorFlow's "Can't parse serialized Example" for a string
-    feature of known shape, what that record holds: "<file>: record <n>: feature 's':
-    expected 1 string, found 2" (the record read again, its strings counted)."""
+    feature of known shape or a raw one (one string of its bytes), what that record holds:
+    "<file>: record <n>: feature 's': expected 1 string, found 2" (the record read again, its
+    strings counted)."""
     found = _UNPARSED.search(message)
     features = {f.name: f for f in header.features}
     feature = features.get(found[3]) if found else None
-    if feature is None or feature.encoding != "bytes" or feature.kind != "fixed":
+    if feature is None or not (feature.encoding == "raw" or (feature.encoding == "bytes"
+                                                            and feature.kind == "fixed")):
         return message
     path, index = found[1], int(found[2])
     try:
@@ -5706,11 +5708,14 @@ def _unparsed_strings(message: str, header: _Header) -> str:
             record, {feature.name: tf.io.VarLenFeature(tf.string)})[feature.name]
     except (tf.errors.OpError, StopIteration, UnicodeDecodeError):
         return message
-    expected, count = math.prod(feature.shape), int(tf.size(strings.values))
+    raw = feature.encoding == "raw"
+    expected = 1 if raw else math.prod(feature.shape)
+    count = int(tf.size(strings.values))
     if count == expected:
         return message
     return (f"{path}: record {index}: {_named(feature.name)}: expected {expected} "
-            f"string{'s' if expected != 1 else ''}, found {count}")
+            f"string{'s' if expected != 1 else ''}{' (its raw bytes)' if raw else ''}, found "
+            f"{count}")
 
 
 def _is_not_an_example(error: tf.errors.OpError) -> bool:

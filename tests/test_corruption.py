@@ -626,6 +626,23 @@ def test_verify_counts_the_strings_of_a_record_tensorflow_cannot_parse(paths, sh
                                f"string{'s' if expected > 1 else ''}, found {len(stored)}")
 
 
+@pytest.mark.parametrize("values", [
+    np.zeros((3, 4), np.uint8),  # fixed
+    tf.ragged.constant([[0.5], [1.5, 2.5], [], [3.5]][:3], tf.float64),  # ragged
+], ids=["fixed", "ragged"])
+def test_verify_counts_the_strings_of_a_raw_feature_tensorflow_cannot_parse(paths, values):
+    """A raw feature is one string of its bytes: for two, verify gave only TensorFlow's
+    "Can't parse serialized Example", as for a record that is none. Found by helper-72."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"u": values}), tfrecord_path, header_path)
+    assert read_header(header_path)["features"]["u"]["encoding"] == "raw"
+    edit_examples(tfrecord_path, header_path, {1: {"u": [b"ab", b"cd"]}}, "bytes_list")
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value) == (f"{tfrecord_path}: record 1: feature 'u': expected 1 string "
+                               "(its raw bytes), found 2")
+
+
 def test_of_several_failing_checks_the_first_feature_is_named(paths):
     """Records failing the checks of two features: the message is always the one of the
     feature that comes first (in the order of the structure)."""
