@@ -89,6 +89,10 @@ _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at
 # The largest header load reads, and save and merge write: a save's longest shard list (99,999
 # shards of a 255-byte name) takes about 33 MB
 _MAX_HEADER_BYTES = 64 << 20
+# PyYAML makes an object of about 500 bytes for each value it reads: a header of 4 MB, a list of
+# 2 million zeros, took 1 GB and 10-33 s, and 64 MiB of it would take 16 GB. A header of 99,999
+# record files has about 600,000 values (`_values_at_most`).
+_MAX_HEADER_VALUES = 1_000_000
 _TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
 _TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
 _MAX_BATCH_RECORDS = 8192
@@ -638,6 +642,10 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
     if len(text) > _MAX_HEADER_BYTES:
         raise HeaderError(f"{header_path}: not a valid header: larger than the "
                           f"{_MAX_HEADER_BYTES:,} bytes a header may take")
+    values = _values_at_most(text)
+    if values > _MAX_HEADER_VALUES:
+        raise HeaderError(f"{header_path}: not a valid header: it may hold up to {values:,} "
+                          f"values, more than the {_MAX_HEADER_VALUES:,} a header may hold")
     try:
         loader = _YAML_LOADER(text)  # PyYAML's own loader reads bytes here, and may refuse them
         try:
@@ -657,6 +665,12 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         raise HeaderError(f"{header_path}: not a valid header: {e}") from None
     base = _basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
+
+
+def _values_at_most(text: bytes) -> int:
+    """At most how many values (nodes) PyYAML makes of `text`, counted before it reads it: each
+    value but the first follows a separator (`,`, `:`, a line end) or opens a collection."""
+    return 1 + sum(text.count(c) for c in (b",", b":", b"\n", b"[", b"{"))
 
 
 def _yaml_reason(error: Exception) -> str:
@@ -4219,14 +4233,19 @@ _TOKEN_CHARS = 12  # of a save's token, in its temporaries' names
 
 def _write_header(path: str, header: _Header, header_path: str):
     """Writes the header to `path`, a temporary name of `header_path`; SchemaError, and
-    nothing written, where load could not read it back (`_MAX_HEADER_BYTES`)."""
+    nothing written, where load could not read it back (`_MAX_HEADER_BYTES`,
+    `_MAX_HEADER_VALUES`)."""
     text = ("# super_serial header: the schema of the tf.train.Example records beside it.\n"
             + _header_text(header)).encode()
+    parts = f"(its {len(header.features):,} features and {len(header.shards):,} record files)"
     if len(text) > _MAX_HEADER_BYTES:
         raise SchemaError(f"{header_path}: nothing was written: the header would take "
                           f"{len(text):,} bytes, more than the {_MAX_HEADER_BYTES:,} load reads "
-                          f"(its {len(header.features):,} features and "
-                          f"{len(header.shards):,} record files)")
+                          f"{parts}")
+    if _values_at_most(text) > _MAX_HEADER_VALUES:
+        raise SchemaError(f"{header_path}: nothing was written: the header could hold up to "
+                          f"{_values_at_most(text):,} values, more than the "
+                          f"{_MAX_HEADER_VALUES:,} load reads {parts}")
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(text)
 

@@ -719,6 +719,31 @@ def test_a_header_is_read_whole_up_to_its_limit(tmp_path, paths):
         read_header(header_path)
 
 
+def test_a_header_of_more_values_than_its_limit_is_refused_before_yaml_reads_it(paths):
+    """A header well under 64 MiB could hold millions of values, for each of which PyYAML
+    makes an object (a list of 2 million zeros in an unknown field: 4 MB, 1 GB and 10-33 s
+    to read; 64 MiB would take 16 GB). Found by helper-71."""
+    tfrecord_path, header_path = paths
+    save(flat_dict(), tfrecord_path, header_path, num_shards=2)
+    text = Path(header_path).read_text()
+    values = core._values_at_most(text.encode())
+    assert values < 200  # a header of 2 shards
+    Path(header_path).write_text(
+        text + "comment: [" + "0," * (core._MAX_HEADER_VALUES - values) + "0]\n")
+    with pytest.raises(core.HeaderError, match=re.escape(
+            f"{header_path}: not a valid header: it may hold up to 1,000,00") + r"\d values, "
+            r"more than the 1,000,000 a header may hold"):
+        read_header(header_path)
+    Path(header_path).write_text(text + "comment: [" + "0," * 1000 + "0]\n")
+    assert read_header(header_path)["num_records"] == NUM_ELEMENTS  # fields it does not know
+
+
+def test_the_values_of_a_header_of_99999_record_files_are_within_the_limit():
+    shards = "".join(f"- file: data.tfrecord-{i:05d}-of-99999\n  num_bytes: 123456789\n"
+                     f"  num_records: 1024\n" for i in range(99_999))
+    assert core._values_at_most(shards.encode()) < 0.7 * core._MAX_HEADER_VALUES
+
+
 def test_a_header_past_its_limit_is_not_written(tmp_path, paths, monkeypatch):
     """What load cannot read back, save and merge do not write: a save then failed only on
     its first load. The limit is lowered here to the size of a header of a few shards."""
@@ -733,6 +758,16 @@ def test_a_header_past_its_limit_is_not_written(tmp_path, paths, monkeypatch):
         save(full, tfrecord_path, header_path, num_shards=12)
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # the earlier save, as it was
     assert_same_elements(full, load(tfrecord_path, header_path))
+    monkeypatch.undo()
+    monkeypatch.setattr(core, "_MAX_HEADER_VALUES", core._values_at_most(
+        Path(header_path).read_bytes()) + 10)
+    with pytest.raises(SchemaError, match=re.escape(
+            f"{header_path}: nothing was written: the header could hold up to ") + r"[\d,]+ "
+            r"values, more than the [\d,]+ load reads \(its 3 features and 12 record files\)"):
+        save(full, tfrecord_path, header_path, num_shards=12)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert_same_elements(full, load(tfrecord_path, header_path))
+    monkeypatch.undo()
 
     folder = tmp_path / "parts"
     folder.mkdir()
