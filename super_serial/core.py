@@ -3668,14 +3668,15 @@ class _RecordFiles:
         elif self.held is not None:
             self.held.append((records, sizes, first_index))
             if (sum(len(s) for _, s, _ in self.held) >= self.block_records
-                    or self.bytes_written >= _TARGET_BLOCK_BYTES):
+                    or self.bytes_written >= _TARGET_BATCH_BYTES):
                 self._fit()
         else:
             self._queue_dealt(records, sizes, first_index)
 
     def _fit(self):
         """Fits the block of shards dealt in turn to the first records (`_fitted`): the first
-        `block_records`, or those that make `_TARGET_BLOCK_BYTES`, or all where fewer; then
+        `block_records`, or those that make `_TARGET_BATCH_BYTES` (as many as a batch holds,
+        so that one large record first does not make blocks of one), or all where fewer; then
         deals the records held until then. Records, not batches: the files are the same
         whatever batches `save` read and encoded."""
         held, self.held = self.held, None
@@ -3683,7 +3684,7 @@ class _RecordFiles:
         if not len(ends):  # no records at all
             return
         first = min(len(ends), self.block_records,
-                    int(np.searchsorted(ends, _TARGET_BLOCK_BYTES)) + 1)
+                    int(np.searchsorted(ends, _TARGET_BATCH_BYTES)) + 1)
         self.block_records = self._fitted(first, int(ends[first - 1]))
         for records, sizes, first_index in held:
             self._queue_dealt(records, sizes, first_index)

@@ -300,14 +300,17 @@ def test_shards_dealt_in_turn_are_the_same_files_whatever_the_batches(tmp_path, 
     batch: a short string first, then long ones, made blocks of 100 (300 elements in 3 shards:
     the guess kept) where the first batch was that string alone, and of 10 where long ones
     came with it, so the files differed with elements_per_batch and with the pipeline the
-    strings came from."""
+    strings came from (where its size is known to be the same: a dataset of unknown size may
+    get larger blocks, as `_block_and_batch_records` makes them)."""
     monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 40_000)  # 10 records of 4 kB
     strings = [b"x"] + [bytes([i % 256]) * 4_000 for i in range(1, 300)]
     sliced = tf.data.Dataset.from_tensor_slices(strings)
+    # Its size known, as for the slices: a block is at most a shard's share of the records
     generated = tf.data.Dataset.from_generator(
-        lambda: iter(strings), output_signature=tf.TensorSpec([], tf.string))
+        lambda: iter(strings), output_signature=tf.TensorSpec([], tf.string),
+    ).apply(tf.data.experimental.assert_cardinality(300))
     saves = [(sliced, None), (sliced, 1), (sliced, 2), (sliced, 7), (generated, None),
-             (generated, 1), (generated.apply(tf.data.experimental.assert_cardinality(300)), 3)]
+             (generated, 1), (generated, 3)]
     contents = []
     for i, (dataset, elements_per_batch) in enumerate(saves):
         tfrecord_path = str(tmp_path / str(i) / "data.tfrecord")
@@ -323,6 +326,21 @@ def test_shards_dealt_in_turn_are_the_same_files_whatever_the_batches(tmp_path, 
         read_header(str(tmp_path / str(i) / "data.tfrecord.header.yaml"))["block_records"]
         for i in range(len(saves))]
     assert_same_elements(sliced, load(str(tmp_path / "6" / "data.tfrecord")))
+
+
+def test_a_large_first_record_does_not_make_blocks_of_one(tmp_path, monkeypatch):
+    """Blocks are fitted to the records that make a batch's bytes (or a block's count), not
+    to those that make a block's bytes: one record of 100 kB first, then 299 of 100 bytes,
+    made blocks of 1 record, each parsed by itself on load."""
+    monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 40_000)
+    monkeypatch.setattr(core, "_TARGET_BATCH_BYTES", 160_000)
+    strings = [b"x" * 100_000] + [b"y" * 100] * 299
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header = save(tf.data.Dataset.from_tensor_slices(strings), tfrecord_path, num_shards=3)
+    # about 40,000 bytes of the first 100 records (the block 300 records in 3 shards allow),
+    # which make about 112 kB
+    assert 30 <= header["block_records"] <= 40, header["block_records"]
+    assert_same_elements(tf.data.Dataset.from_tensor_slices(strings), load(tfrecord_path))
 
 
 def test_an_old_shard_that_cannot_be_removed_is_warned_of(paths, small_blocks, monkeypatch):
