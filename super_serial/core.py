@@ -2183,9 +2183,7 @@ def save(
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
     name = _basename(tfrecord_path)
-    if name in ("", ".", ".."):  # "", "data/", "."
-        raise ValueError(f"{tfrecord_path!r} names a folder, not a file: give the records' "
-                         "file name, as in 'data/train.tfrecord'")
+    _check_names_a_file(tfrecord_path)
     if not _plain_file_name(name):
         raise ValueError(f"{tfrecord_path!r}: the records need a plain, printable file name "
                          "(no backslash, nothing non-printable), which the header lists and "
@@ -2588,6 +2586,16 @@ def _check_header_not_on_records(tfrecord_path: str, header_path: str):
                          f"{tfrecord_path!r} go; give the header a name of its own")
 
 
+def _check_names_a_file(tfrecord_path: str):
+    """ValueError where `tfrecord_path` names a folder ("", "data/", ".") or is one: load
+    reads `<tfrecord_path>.header.yaml` beside it, which is a hidden file or the folder's
+    own, and save refuses to write records there."""
+    if _basename(tfrecord_path) in ("", ".", ".."):
+        raise ValueError(f"{tfrecord_path!r} names a folder, not a file: give the records' "
+                         "file name, as in 'data/train.tfrecord'")
+    _check_not_folders([tfrecord_path])
+
+
 def _check_not_folders(paths: list):
     """ValueError where a local path is a folder, or a file that is not a regular one (a FIFO,
     a device: the save's rename would replace it, `/dev/null` for all of the system)."""
@@ -2630,9 +2638,12 @@ def _local(path: str) -> str:
 
 def _same_place(a: str, b: str) -> bool:
     """Whether two paths (folders, say) name the same place: resolved where local."""
-    if _is_local(a) and _is_local(b):
-        return os.path.realpath(_local(a)) == os.path.realpath(_local(b))
-    return a == b
+    return _place(a) == _place(b)
+
+
+def _place(path: str) -> str:
+    """The place `path` names, as `_same_place` compares them: resolved where local."""
+    return os.path.realpath(_local(path)) if _is_local(path) else path
 
 
 def _dirname(path: str) -> str:
@@ -4330,7 +4341,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         `tfrecord_path` names its own shards, or a part nests more than 256 levels; the
         message names the part. Also when the merged header would list more record files
         than fit in the 64 MiB a header may take.
-      HeaderError: A part's header is missing or invalid.
+      HeaderError: A part's header is missing or invalid, or lists the record files of a
+        save to another name where a file named for the part is there too (a copied header,
+        which `load` of the part refuses).
       CorruptDataError: A part's record file is missing or its size differs from its header's.
       ValueError: The merged dataset or its header would land on a part's files or on a
         folder, the merged name is a part's header, the header would land where a save to
@@ -4353,10 +4366,12 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     parts = [_fspath(p) for p in part_paths]
     if not parts:
         raise ValueError("merge() needs at least one part")
+    _check_names_a_file(tfrecord_path)
     _check_not_folders([header_path])
     _check_header_not_on_records(tfrecord_path, header_path)
+    places: dict = {}  # each part's place, resolved once: 2,000 parts compared pairwise took 14 s
     for i, part in enumerate(parts):
-        if any(_same_place(part, earlier) for earlier in parts[:i]):
+        if places.setdefault(_place(part), i) != i:
             raise ValueError(f"{part}: listed twice in part_paths")
         if _same_place(part, tfrecord_path) or _same_place(default_header_path(part),
                                                            header_path):
@@ -4371,6 +4386,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         if not _same_place(_dirname(part), folder):
             raise SchemaError(f"{part}: parts must sit in the folder of {tfrecord_path}")
         header = _read_header(default_header_path(part), part)
+        _check_names(header, part, default_header_path(part))  # a copy of another's, as load
         if not header.version:
             raise SchemaError(f"{part}: files of the original module cannot be merged")
         deepest = max(len(f.path) for f in header.features)

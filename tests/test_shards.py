@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import shutil
 import stat
 import sys
 import threading
@@ -877,6 +878,54 @@ def test_merge_refuses_a_folder_at_the_header_path(tmp_path):
     with pytest.raises(ValueError, match="meta' is a folder; a file goes there"):
         merge(parts, str(tmp_path / "data.tfrecord"), str(tmp_path / "meta"))
     assert os.listdir(tmp_path / "meta") == []
+
+
+@pytest.mark.parametrize("name", ["dir", "sub/", "", "."])
+def test_merge_refuses_a_name_that_is_a_folder(tmp_path, monkeypatch, name):
+    """As save does: merge wrote `dir.header.yaml`, `sub/.header.yaml`, `./.header.yaml` or
+    `..header.yaml`, where a save to the same name is refused. Found by helper-75."""
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    with pytest.raises(ValueError, match=re.escape(repr(name)) + " (names a folder, not a "
+                       "file|is a folder; a file goes there)"):
+        merge([os.path.basename(p) for p in parts], name)
+    with pytest.raises(ValueError, match=re.escape(repr(name))):
+        save(flat_dict(), name)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_merge_refuses_a_part_whose_header_lists_another_saves_records(tmp_path):
+    """A part made by copying another save's records and header under the part's name: its
+    header lists the other save's file, which `load` of the part refuses, and merge listed
+    that file, so the merged dataset read the other save's records. Found by helper-75."""
+    other = str(tmp_path / "other.tfrecord")
+    save(flat_dict(4), other)
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    shutil.copy(other, parts[0])
+    shutil.copy(f"{other}.header.yaml", f"{parts[0]}.header.yaml")
+    message = (f"{parts[0]}.header.yaml: lists the record files 'other.tfrecord', not "
+               f"{parts[0]}, which is there too")
+    with pytest.raises(core.HeaderError, match=re.escape(message)):
+        load(parts[0])
+    with pytest.raises(core.HeaderError, match=re.escape(message)):
+        merge(parts, str(tmp_path / "data.tfrecord"))
+    assert not (tmp_path / "data.tfrecord.header.yaml").exists()
+
+
+def test_merge_resolves_each_part_once(tmp_path, monkeypatch):
+    """Parts listed twice were found by comparing each with every earlier one, each pair
+    resolved again: 2,000 local parts took 14 s (1,000: 4.3 s). Found by helper-75."""
+    parts = save_parts(tmp_path, flat_dict(60), [{}] * 60)
+    calls = []
+    real = os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda *a, **k: calls.append(a) or real(*a, **k))
+    merge(parts, str(tmp_path / "data.tfrecord"))
+    assert len(calls) < 20 * len(parts), len(calls)  # pairwise: 60 * 59
+    assert_same_elements(concatenation(flat_dict(60), 60, range(60)),
+                         load(str(tmp_path / "data.tfrecord")))
 
 
 def test_merge_refuses_a_fifo_at_the_header_path(tmp_path):
