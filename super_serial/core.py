@@ -1235,7 +1235,10 @@ def _integer(value) -> int | None:
     """An integer argument (NumPy's too, not a bool) as a Python int; None for anything else."""
     if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
         return None
-    return value.__index__()
+    try:
+        return value.__index__()
+    except (TypeError, AttributeError):  # an eager tensor of floats, an array of one int
+        return None
 
 
 def _check_eager(function: str):
@@ -4472,10 +4475,11 @@ class _Progress:
     def __init__(self, action: str, unit: str, total, enabled: bool, stream=None):
         self.action, self.unit = action, unit
         self.total = int(total) if total is not None and total >= 0 else None
-        self.enabled = enabled
         self.stream = stream or sys.stderr
+        self.enabled = enabled and self.stream is not None  # None: pythonw, a daemon
         self.start = self.last = time.perf_counter()
         self.shown = False
+        self.width = 0  # of the longest line drawn: a shorter one clears what it leaves
 
     def update(self, done: int, nbytes: int | None = None, force: bool = False):
         now = time.perf_counter()
@@ -4493,7 +4497,9 @@ class _Progress:
         if nbytes is not None:
             mb = nbytes / 1e6
             parts.append(f" {mb:,.1f} MB  {mb / max(now - self.start, 1e-9):,.1f} MB/s")
-        self.stream.write("\r" + " ".join(parts))
+        line = " ".join(parts)
+        self.stream.write("\r" + line.ljust(self.width))
+        self.width = max(self.width, len(line))
         self.stream.flush()
         self.shown = True
 

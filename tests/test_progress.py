@@ -103,7 +103,35 @@ def test_progress_bar_fills_in_proportion():
     first, second = stream.getvalue().rstrip("\n").split("\r")[1:]
     assert first.startswith(
         "super_serial: verify [#####...............]  25% 50/200 records  1.0 MB")
-    assert second == "super_serial: verify [####################] 100% 200/200 records"
+    assert second.rstrip() == "super_serial: verify [####################] 100% 200/200 records"
+    assert len(second) == len(first)  # the end of the longer line cleared
+
+
+def test_a_shorter_line_clears_the_end_of_a_longer_one():
+    """Redrawn with "\\r" only, a line that got shorter (12.3 MB/s, then 5.7 MB/s) left the
+    old line's last character on the terminal: "5.7 MB/ss" (helper-76)."""
+    import io
+
+    from super_serial import core
+
+    stream = io.StringIO()
+    meter = core._Progress("save", "elements", None, enabled=True, stream=stream)
+    meter.update(1_000_000, 12_345_678_901, force=True)
+    meter.update(50, 1, force=True)
+    meter.close()
+    first, second = stream.getvalue().rstrip("\n").split("\r")[1:]
+    assert len(second) == len(first) and second.rstrip().endswith(" MB/s")
+    assert second.startswith("super_serial: save 50 elements  0.0 MB")
+
+
+def test_progress_without_stderr(paths, monkeypatch):
+    """sys.stderr is None under pythonw, or in a daemon that closed it: save(progress=True)
+    raised AttributeError and saved nothing (helper-76)."""
+    import sys
+
+    monkeypatch.setattr(sys, "stderr", None)
+    save(dataset(10), paths[0], progress=True)
+    assert verify(paths[0], progress=True)["num_records"] == 10
 
 
 def test_verify_shows_nothing_by_default(paths, quiet_capfd):

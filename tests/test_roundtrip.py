@@ -1914,8 +1914,10 @@ def test_compression_spellings(compression, paths):
 
 @pytest.mark.parametrize("option", ["num_shards", "shard_size", "elements_per_batch"])
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, np.bool_(True), "3", np.float64(2), 2**63,
-                                 2**70])
+                                 2**70, tf.constant(2.0), np.array([2])])
 def test_invalid_counts_in_save(option, bad, tmp_path, paths):
+    """A float tensor raised AttributeError ('numpy.float32' object has no attribute
+    '__index__') and an array of one int a TypeError naming nothing (helper-76)."""
     with pytest.raises(ValueError, match=f"{option}.* must be a positive integer below 2\\*\\*63"):
         super_serial.save(tf.data.Dataset.range(3), *paths, **{option: bad})
     _nothing_written(tmp_path)
