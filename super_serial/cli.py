@@ -398,7 +398,7 @@ def _inspect_text(info: dict) -> str:
             for f in info["features"]]
     titles = ("feature", "dtype", "shape", "encoding", "ragged rank")
     if any(f["tensor_name"] is not None for f in info["features"]):  # tf.TensorSpec names
-        rows = [row + ("-" if f["tensor_name"] is None else json.dumps(f["tensor_name"]),)
+        rows = [row + ("-" if f["tensor_name"] is None else _quoted(f["tensor_name"]),)
                 for row, f in zip(rows, info["features"])]
         titles += ("tensor name",)
     lines += _table(titles, rows, right=(4,))
@@ -480,6 +480,12 @@ def _name(name: str) -> str:
     plain = (name and name == name.strip() and name.isprintable()
              and not any(c in name for c in ",:{}()\"'"))
     return name if plain else json.dumps(name)  # escapes all but printable ASCII
+
+
+def _quoted(name: str) -> str:
+    """A tensor name as printed: JSON-quoted (so that "" and "-" read as names), its printable
+    characters as they are (日本, not \\u65e5\\u672c)."""
+    return json.dumps(name, ensure_ascii=not name.isprintable())
 
 
 # --------------------------------------------------------------------------------------------
@@ -600,7 +606,9 @@ def _array_text(array) -> str:
     if array.ndim == 0 and array.dtype == object:  # array2string skips the formatter then
         return _bytes_text(array.item())
     edge = 1 if array.ndim >= 3 else 3
-    with np.printoptions(threshold=16, edgeitems=edge, linewidth=88):
+    # Floats as their shortest exact text: NumPy's 8 digits showed two float64 timestamps
+    # 0.333 s apart as the same 1.7335e+09
+    with np.printoptions(threshold=16, edgeitems=edge, linewidth=88, floatmode="unique"):
         return np.array2string(array, separator=" ", formatter={"object": _bytes_text})
 
 

@@ -260,6 +260,18 @@ def test_inspect_shows_tensor_names_where_the_header_has_them(tmp_path):
         output_signature={"x": tf.TensorSpec([], tf.float32, name="my x"),
                           "y": tf.TensorSpec([], tf.int64),
                           "z": tf.TensorSpec([], tf.string, name="")}), path)
+    named = str(tmp_path / "unicode.tfrecord")  # printable: as it is (helper-76), not \u65e5
+    super_serial.save(tf.data.Dataset.from_generator(
+        lambda: iter([{"a": 1, "b": 2}]),
+        output_signature={"a": tf.TensorSpec([], tf.int64, name="日本"),
+                          "b": tf.TensorSpec([], tf.int64, name="a\u2028b")}), named)
+
+    result = run("inspect", named)
+    assert result.returncode == 0, result.stderr
+    assert next(line for line in result.stdout.splitlines()
+                if line.startswith("a ")).endswith('-  "日本"'), result.stdout
+    assert next(line for line in result.stdout.splitlines()
+                if line.startswith("b ")).endswith('-  "a\\u2028b"'), result.stdout
 
     result = run("inspect", path)
     assert result.returncode == 0, result.stderr
@@ -731,3 +743,17 @@ def test_a_header_of_other_records_beside_the_path_is_refused_by_every_command(
     assert captured.out == ""
     assert ("lists the record files 'b.tfrecord', not " + str(tmp_path / "a.tfrecord")
             + ", which is there too") in captured.err
+
+
+def test_head_shows_floats_in_full(tmp_path, capsys):
+    """NumPy's default 8 digits showed two float64 timestamps 0.333 s apart, and 1.0 beside
+    the next float64 up, as the same value (helper-76)."""
+    path = str(tmp_path / "floats.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({
+        "t": np.array([1733500000.123, 1733500000.456]), "a": np.float64(1.0),
+        "b": np.nextafter(1.0, 2.0), "h": np.float32(1 / 3)}), path)
+    assert cli.main(["head", path]) == 0
+    out = capsys.readouterr().out
+    assert "[1.733500000123e+09 1.733500000456e+09]" in out
+    assert re.search(r"^  b +float64 +1\.0000000000000002$", out, re.M), out
+    assert re.search(r"^  h +float32 +0\.33333334$", out, re.M), out
