@@ -2590,13 +2590,12 @@ def _check_header_not_on_records(tfrecord_path: str, header_path: str):
 
 
 def _check_names_a_file(tfrecord_path: str):
-    """ValueError where `tfrecord_path` names a folder ("", "data/", ".") or is one: load
-    reads `<tfrecord_path>.header.yaml` beside it, which is a hidden file or the folder's
-    own, and save refuses to write records there."""
+    """ValueError where `tfrecord_path` names a folder ("", "data/", "."): load would read
+    `<tfrecord_path>.header.yaml`, a hidden file or the folder's own. (Where it is a folder,
+    `_check_not_folders` refuses it.)"""
     if _basename(tfrecord_path) in ("", ".", ".."):
         raise ValueError(f"{tfrecord_path!r} names a folder, not a file: give the records' "
                          "file name, as in 'data/train.tfrecord'")
-    _check_not_folders([tfrecord_path])
 
 
 def _check_not_folders(paths: list):
@@ -4257,10 +4256,11 @@ def _write_header(path: str, header: _Header, header_path: str):
         raise SchemaError(f"{header_path}: nothing was written: the header would take "
                           f"{len(text):,} bytes, more than the {_MAX_HEADER_BYTES:,} load reads "
                           f"{parts}")
-    if _values_at_most(text) > _MAX_HEADER_VALUES:
+    values = _values_at_most(text)
+    if values > _MAX_HEADER_VALUES:
         raise SchemaError(f"{header_path}: nothing was written: the header could hold up to "
-                          f"{_values_at_most(text):,} values, more than the "
-                          f"{_MAX_HEADER_VALUES:,} load reads {parts}")
+                          f"{values:,} values, more than the {_MAX_HEADER_VALUES:,} load reads "
+                          f"{parts}")
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(text)
 
@@ -4370,7 +4370,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     if not parts:
         raise ValueError("merge() needs at least one part")
     _check_names_a_file(tfrecord_path)
-    _check_not_folders([header_path])
+    _check_not_folders([tfrecord_path, header_path])  # as save's `_check_paths`
     _check_header_not_on_records(tfrecord_path, header_path)
     places: dict = {}  # each part's place, resolved once: 2,000 parts compared pairwise took 14 s
     for i, part in enumerate(parts):
