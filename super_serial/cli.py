@@ -573,7 +573,7 @@ def _not_an_example_named(dataset, path: str, header_path: str):
         except StopIteration:
             return
         except (UnicodeDecodeError, tf.errors.InvalidArgumentError) as error:
-            if isinstance(error, tf.errors.OpError) and not core._is_not_an_example(error):
+            if not core._is_not_an_example(error):
                 raise
             header = core._read_header(header_path, path)
             raise core.CorruptDataError(core._not_an_example(header, path)) from None

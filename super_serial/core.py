@@ -5678,12 +5678,10 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
             count += _rows(tf.nest.flatten(batch)[0])
             meter.update(count, _share(total_bytes, count, header.num_records))
         meter.update(count, total_bytes, force=True)
-    except tf.errors.OpError as e:
+    except (tf.errors.OpError, UnicodeDecodeError) as e:
         if _is_not_an_example(e):
             raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
         raise CorruptDataError(_unparsed_strings(_tf_message(e), header)) from None
-    except UnicodeDecodeError:  # TensorFlow quoting undecodable record bytes in its message
-        raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
     finally:
         meter.close()
     if header.compression:
@@ -5760,11 +5758,14 @@ def _unparsed_strings(message: str, header: _Header) -> str:
             f"{count}")
 
 
-def _is_not_an_example(error: tf.errors.OpError) -> bool:
-    """TensorFlow's error for a record that is no tf.train.Example (a JSON line, say): it
-    quotes the record whole, however long, and names no file."""
-    return isinstance(error, tf.errors.InvalidArgumentError) and (
-        "Could not parse example input, value: " in error.message)
+def _is_not_an_example(error: Exception) -> bool:
+    """Whether `error` is what iterating gives for a record that is no tf.train.Example:
+    TensorFlow's error, which quotes the record whole, however long, and names no file (a
+    JSON line, say), or, where the record is not UTF-8, the UnicodeDecodeError of decoding
+    that message (tensorflow#5676)."""
+    return isinstance(error, UnicodeDecodeError) or (
+        isinstance(error, tf.errors.InvalidArgumentError)
+        and "Could not parse example input, value: " in error.message)
 
 
 def _not_an_example(header: _Header, tfrecord_path: str) -> str:
