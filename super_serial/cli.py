@@ -580,9 +580,10 @@ def _not_an_example_named(dataset, path: str, header_path: str):
         yield item
 
 
-def _leaf_text(leaf, ragged: bool = False) -> tuple[str, str]:
+def _leaf_text(leaf, ragged: bool = False, prefix: str = "") -> tuple[str, str]:
     """(`dtype[shape]`, the value as NumPy prints it, shortened); `ragged`: of a ragged
-    feature, which an element of ragged rank 0 gives as a plain tensor."""
+    feature, which an element of ragged rank 0 gives as a plain tensor; `prefix`: the text
+    that will stand before the value's first line, which its wrapped lines align to."""
     import numpy as np
     import tensorflow as tf
 
@@ -593,14 +594,15 @@ def _leaf_text(leaf, ragged: bool = False) -> tuple[str, str]:
     if isinstance(leaf, tf.SparseTensor):  # its dense shape, and its values where they lie
         kind = f"{leaf.dtype.name}{_shape(leaf.dense_shape.numpy().tolist())} sparse"
         indices = _ragged_text(leaf.indices.numpy().tolist(), np.int64)
-        return kind, f"indices {indices}\nvalues {_leaf_text(leaf.values)[1]}"
+        return kind, f"indices {indices}\nvalues {_leaf_text(leaf.values, prefix='values ')[1]}"
     array = np.asarray(leaf.numpy(), dtype=object if leaf.dtype == tf.string else None)
     kind = leaf.dtype.name + (_shape(list(array.shape)) if array.ndim else "")
     # Blank lines between the blocks of a 3-D or larger array only take up room.
-    return kind, "\n".join(line for line in _array_text(array).splitlines() if line.strip())
+    text = _array_text(array, prefix)
+    return kind, "\n".join(line for line in text.splitlines() if line.strip())
 
 
-def _array_text(array) -> str:
+def _array_text(array, prefix: str = "") -> str:
     import numpy as np
 
     if array.ndim == 0 and array.dtype == object:  # array2string skips the formatter then
@@ -609,7 +611,8 @@ def _array_text(array) -> str:
     # Floats as their shortest exact text: NumPy's 8 digits showed two float64 timestamps
     # 0.333 s apart as the same 1.7335e+09
     with np.printoptions(threshold=16, edgeitems=edge, linewidth=88, floatmode="unique"):
-        return np.array2string(array, separator=" ", formatter={"object": _bytes_text})
+        return np.array2string(array, separator=" ", formatter={"object": _bytes_text},
+                               prefix=prefix)
 
 
 def _ragged_text(rows, dtype) -> str:

@@ -757,3 +757,19 @@ def test_head_shows_floats_in_full(tmp_path, capsys):
     assert "[1.733500000123e+09 1.733500000456e+09]" in out
     assert re.search(r"^  b +float64 +1\.0000000000000002$", out, re.M), out
     assert re.search(r"^  h +float32 +0\.33333334$", out, re.M), out
+
+
+def test_head_aligns_the_wrapped_values_of_a_sparse_component(tmp_path, capsys):
+    """Sparse values too long for one line wrap under their first value, past "values [",
+    as NumPy aligns a wrapped array under its opening bracket (helper-76: they stood 7
+    columns to the left)."""
+    path = str(tmp_path / "sparse.tfrecord")
+    values = np.arange(40) + 0.1234567891234567
+    super_serial.save(tf.data.Dataset.from_tensors(
+        tf.SparseTensor([[i] for i in range(40)], values, [100])), path)
+    assert cli.main(["head", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("values ["))
+    opening = lines[first].index("[")
+    assert lines[first + 1][:opening + 1].strip() == "", lines
+    assert lines[first + 1][opening + 1:opening + 3] == "37", lines
