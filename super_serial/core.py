@@ -2571,11 +2571,17 @@ def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded:
     longest = ((tfrecord_path, _shard_file_names(base, 2 if sharded else 1)[0]),
                (header_path, _basename(header_path)))
     for path, name in longest:
-        if _is_local(path) and len(name.encode()) > _MAX_NAME_BYTES:
-            raise ValueError(f"{path!r}: a file name of {len(name.encode())} bytes "
-                             f"({'its shards: ' if name != _basename(path) else ''}{name!r}) "
-                             f"is longer than the {_MAX_NAME_BYTES} most filesystems allow")
+        _check_name_length(path, name)
     _check_header_not_on_records(tfrecord_path, header_path)
+
+
+def _check_name_length(path: str, name: str):
+    """ValueError where `name`, the name of a local file that `path` gives (itself or its
+    shards'), is too long for most filesystems."""
+    if _is_local(path) and len(name.encode()) > _MAX_NAME_BYTES:
+        raise ValueError(f"{path!r}: a file name of {len(name.encode())} bytes "
+                         f"({'its shards: ' if name != _basename(path) else ''}{name!r}) "
+                         f"is longer than the {_MAX_NAME_BYTES} most filesystems allow")
 
 
 def _check_header_not_on_records(tfrecord_path: str, header_path: str):
@@ -4351,8 +4357,9 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
       ValueError: The merged dataset or its header would land on a part's files or on a
         folder, the merged name is a part's header, the header would land where a save to
         `tfrecord_path` puts its records (as `save` refuses), a part is listed twice, a path
-        is not UTF-8, or one part would be merged where the records of an earlier save to
-        `tfrecord_path` are (`load` could not tell that header from a copy of the part's).
+        is not UTF-8, the header's local file name is longer than 255 bytes, or one part
+        would be merged where the records of an earlier save to `tfrecord_path` are (`load`
+        could not tell that header from a copy of the part's).
       TypeError: A path is a tensor.
 
     Example:
@@ -4371,6 +4378,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         raise ValueError("merge() needs at least one part")
     _check_names_a_file(tfrecord_path)
     _check_not_folders([tfrecord_path, header_path])  # as save's `_check_paths`
+    _check_name_length(header_path, _basename(header_path))  # not at the rename, as TF's error
     _check_header_not_on_records(tfrecord_path, header_path)
     places: dict = {}  # each part's place, resolved once: 2,000 parts compared pairwise took 14 s
     for i, part in enumerate(parts):

@@ -880,6 +880,27 @@ def test_merge_refuses_a_folder_at_the_header_path(tmp_path):
     assert os.listdir(tmp_path / "meta") == []
 
 
+@pytest.mark.parametrize("name_bytes, header, refused", [
+    (244, None, "a file name of 256 bytes"),  # the default header's name: + .header.yaml
+    (10, "h" * 256, "a file name of 256 bytes"),
+    (243, None, None),  # 255 bytes: the most allowed
+])
+def test_merge_refuses_a_too_long_header_name_up_front(tmp_path, name_bytes, header, refused):
+    """As save does: merge failed at its rename, with TensorFlow's "File name too long"
+    (helper-75)."""
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    tfrecord_path = str(tmp_path / ("d" * name_bytes))
+    header_path = None if header is None else str(tmp_path / header)
+    before = sorted(os.listdir(tmp_path))
+    if refused:
+        with pytest.raises(ValueError, match=refused + ".*longer than the 255 most filesystems"):
+            merge(parts, tfrecord_path, header_path)
+        assert sorted(os.listdir(tmp_path)) == before
+    else:
+        merge(parts, tfrecord_path, header_path)
+        assert_same_elements(concatenation(flat_dict(), 2, [0, 1]), load(tfrecord_path))
+
+
 @pytest.mark.parametrize("name", ["dir", "sub/", "", "."])
 def test_merge_refuses_a_name_that_is_a_folder(tmp_path, monkeypatch, name):
     """As save does: merge wrote `dir.header.yaml`, `sub/.header.yaml`, `./.header.yaml` or
