@@ -232,8 +232,9 @@ def _parser() -> argparse.ArgumentParser:
 
     verify = command(
         "verify", _verify, "Read every record and check it against the header",
-        "Checks file sizes, TFRecord checksums, record counts and that every feature of "
-        "every record decodes as the header says. Exits 0 when all is well, else prints the "
+        "Checks file sizes, TFRecord checksums, record counts, that every feature of "
+        "every record decodes as the header says, and that each compressed file reads to its "
+        "end. Exits 0 when all is well, else prints the "
         "first problem (naming the file, and the record and feature when known) and exits 1.")
     data_arguments(verify)
     shown = verify.add_mutually_exclusive_group()

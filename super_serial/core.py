@@ -4581,7 +4581,9 @@ def load(
     its header says, or is corrupt or truncated (TFRecord checksums are checked), and
     TensorFlow's parse error, naming the file, the record
     and the feature, when records do not match the header. `verify` turns both into
-    `CorruptDataError`.
+    `CorruptDataError`. A record that is no `tf.train.Example` TensorFlow can parse raises
+    TensorFlow's error quoting it, or a `UnicodeDecodeError` where that quote is not UTF-8
+    (tensorflow#5676); `verify` names its file and index.
 
     Example:
       >>> ds = load("data.tfrecord")  # doctest: +SKIP
@@ -5654,6 +5656,7 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
       CorruptDataError: The first problem found, naming the file (and record and feature).
       ValueError: `progress` is not a bool, or a path is not UTF-8.
       TypeError: A path is a tensor.
+      SuperSerialError: Called outside eager mode.
 
     Example:
       >>> verify("data.tfrecord")["num_records"]  # doctest: +SKIP
@@ -5796,11 +5799,12 @@ def _not_an_example(header: _Header, tfrecord_path: str) -> str:
             for batch in tf.data.TFRecordDataset(path, header.compression or "").batch(1024):
                 if not parses(batch):
                     index = next(i for i, record in enumerate(batch) if not parses([record]))
-                    return f"{path}: record {start + index} is not a valid tf.train.Example"
+                    return (f"{path}: record {start + index} is not a tf.train.Example "
+                            "TensorFlow can parse")
                 start += int(batch.shape[0])
     except tf.errors.OpError:  # the files cannot be read either: nothing more to say
         pass
-    return f"{tfrecord_path}: a record is not a valid tf.train.Example"
+    return f"{tfrecord_path}: a record is not a tf.train.Example TensorFlow can parse"
 
 
 def _share(total: int | None, done: int, of: int | None) -> int | None:

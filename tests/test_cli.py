@@ -449,7 +449,8 @@ def test_a_record_that_is_no_example_is_named_with_its_shard(scratch, command, r
 
     assert result.returncode == 1
     assert error_lines(result) == [
-        f"super-serial: error: {second}: record 0 is not a valid tf.train.Example"], result.stderr
+        f"super-serial: error: {second}: record 0 is not a tf.train.Example TensorFlow "
+        "can parse"], result.stderr
 
 
 def test_the_demo_hints_a_path_the_shell_takes_as_one_argument():

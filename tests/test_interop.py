@@ -236,3 +236,46 @@ def test_records_are_protobufs_bytes_but_for_empty_number_lists(paths):
     # f and i in the 3 rows of none; the ragged part's row lengths of its 2 elements of no rows,
     # and its values of those and of [[], []]
     assert empty_lists == 3 + 3 + 2 + 3
+
+
+@pytest.mark.parametrize("where", ["example", "feature", "list", "features"])
+def test_unknown_fields_load_but_in_the_features_message(paths, where):
+    """Another writer's unknown fields load where TensorFlow's parser skips them: in the
+    Example, a Feature and a list. Beside the Features message's map it refuses the record:
+    iterating fails, and verify names the record as one TensorFlow cannot parse (it said "not
+    a valid tf.train.Example", which it is; helper-79)."""
+    import yaml
+
+    tfrecord, header = paths
+    super_serial.save(tf.data.Dataset.from_tensor_slices({"b": [[1, 2], [3, 300]]}), tfrecord,
+                      header)
+    unknown = {where: _field(7, b"abc")}
+
+    def record(values: list) -> bytes:
+        listed = _field(1, b"".join(reference_varint(v) for v in values)) + unknown.get(
+            "list", b"")
+        feature = _field(3, listed) + unknown.get("feature", b"")
+        features = _field(1, _field(1, b"b") + _field(2, feature)) + unknown.get("features", b"")
+        return _field(1, features) + unknown.get("example", b"")
+
+    assert tf.train.Example.FromString(record([1, 2])).features.feature["b"].int64_list.value \
+        == [1, 2]  # valid protobuf, whatever the place
+    with tf.io.TFRecordWriter(tfrecord) as writer:
+        for values in ([1, 2], [3, 300]):
+            writer.write(record(values))
+    with open(header) as file:
+        text = yaml.safe_load(file)
+    text["shards"][0]["num_bytes"] = tf.io.gfile.stat(tfrecord).length
+    with open(header, "w") as file:
+        yaml.safe_dump(text, file)
+    if where != "features":
+        assert [e["b"].numpy().tolist() for e in super_serial.load(tfrecord, header)] == [
+            [1, 2], [3, 300]]
+        assert super_serial.verify(tfrecord, header)["num_records"] == 2
+        return
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        list(super_serial.load(tfrecord, header))
+    with pytest.raises(super_serial.CorruptDataError,
+                       match=f"^{tfrecord}: record 0 is not a tf.train.Example TensorFlow can "
+                             "parse$"):
+        super_serial.verify(tfrecord, header)
