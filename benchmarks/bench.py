@@ -12,7 +12,11 @@ sharded+gzip one is timed after the others' runs, see ``run_workload``):
   with ``load(..., batch_size=512)`` as the row ``super_serial (batched fast path)``.
 * ``tf.data``: ``tf.data.Dataset.save`` / ``tf.data.Dataset.load``.
 * ``naive``: one ``tf.train.Example`` per element built in Python and written with
-  ``tf.io.TFRecordWriter``; read with ``TFRecordDataset(...).map(parse_single_example)``.
+  ``tf.io.TFRecordWriter``, the NumPy arrays handed to the protobuf lists as the original
+  module did; read with ``TFRecordDataset(...).map(parse_single_example)``.
+* ``naive (lists)``: the same writer with each array made a Python list first
+  (``.tolist()``), which protobuf takes faster; its files are the naive writer's, so only
+  its save is timed.
 * ``super_serial sharded+gzip``: ``super_serial.save(..., num_shards=4, compression="GZIP")``.
 
 A save is timed in full (including any header or metadata) into a fresh directory; a
@@ -22,6 +26,11 @@ median`` for the same workload and operation, so values <= 1.0 beat tf.data. Eac
 operation starts after a pause of ``--settle`` seconds (default 0.1), so that work one
 operation leaves running is not timed as the next one's: right after a
 ``tf.data.Dataset.load`` of the images, a save of them took up to 4.5x as long, in system CPU.
+
+``--first-calls N`` (default 3; 0 skips them) also times the first save and the first load
+in a fresh process, as a script that saves or loads once meets them: each of super_serial and
+tf.data, N times alternating, each time in a new subprocess that imports TensorFlow and
+super_serial and builds the workload before the clock starts.
 
 ``--memory`` instead measures streaming: each of super_serial and tf.data saves
 ``--memory-gib`` GiB from a generator-backed dataset in a fresh subprocess, which
@@ -66,7 +75,10 @@ import tensorflow as tf  # noqa: E402
 BATCH_SIZE = 512
 SEED = 0
 ALL_WORKLOADS = ("images", "tabular")
-ALL_CONTENDERS = ("super_serial", "tf.data", "naive", "super_serial sharded+gzip")
+ALL_CONTENDERS = ("super_serial", "tf.data", "naive", "naive (lists)",
+                  "super_serial sharded+gzip")
+NAIVE = ("naive", "naive (lists)")
+FIRST_CALL_CONTENDERS = ("super_serial", "tf.data")
 MEMORY_CONTENDERS = ("super_serial", "tf.data")
 MEMORY_ELEMENT_SHAPE = (256, 256, 3)
 MEMORY_STRING_BYTES = 150_000  # about an encoded image
@@ -143,12 +155,19 @@ LoadFn = Callable[[Path, dict], tf.data.Dataset]
 class Contender:
     """One way of saving a dataset, plus one or more timed ways of loading it back.
 
-    ``loaders`` maps each load row's table label to its loader.
+    ``loaders`` maps each load row's table label to its loader; ``checker``, where none is
+    timed, reads the save back to check it.
     """
 
     name: str
     save: SaveFn
     loaders: dict[str, LoadFn]
+    checker: LoadFn | None = None
+
+    @property
+    def checks(self) -> dict[str, LoadFn]:
+        """The loaders that check what this contender saved."""
+        return self.loaders or {self.name: self.checker}
 
 
 def _super_serial():
@@ -185,12 +204,19 @@ def tf_data_load(target: Path, _spec: dict) -> tf.data.Dataset:
     return tf.data.Dataset.load(str(target)).batch(BATCH_SIZE)
 
 
-def _naive_feature(value) -> tf.train.Feature:
+def _naive_feature(value, lists: bool = False) -> tf.train.Feature:
     """As the original super serial module did it: the flattened NumPy array goes straight into
-    the protobuf list (no ``.tolist()``), which converts it value by value."""
+    the protobuf list (no ``.tolist()``), which converts it value by value; with `lists`, as a
+    Python list (faster)."""
     if isinstance(value, bytes):
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
-    flat = np.asarray(value).flatten()
+    array = np.asarray(value)
+    flat = array.flatten()
+    if lists and array.dtype.kind in "fiub":
+        flat = flat.tolist()
+        return tf.train.Feature(float_list=tf.train.FloatList(value=flat)) if (
+            array.dtype.kind == "f") else tf.train.Feature(
+            int64_list=tf.train.Int64List(value=flat))
     if flat.dtype.kind == "f":
         return tf.train.Feature(float_list=tf.train.FloatList(value=flat))
     if flat.dtype.kind in "iub":
@@ -200,16 +226,21 @@ def _naive_feature(value) -> tf.train.Feature:
     raise TypeError(f"naive writer does not support dtype {flat.dtype}")
 
 
-def naive_save(dataset: tf.data.Dataset, run_dir: Path) -> Path:
+def naive_save(dataset: tf.data.Dataset, run_dir: Path, lists: bool = False) -> Path:
     """Reference writer, the approach of the original module: one Example per element, built in
-    Python from ``.numpy()`` values."""
+    Python from ``.numpy()`` values (each array made a list first, with `lists`)."""
     target = run_dir / "data.tfrecord"
     with tf.io.TFRecordWriter(str(target)) as writer:
         for element in dataset:
-            features = {key: _naive_feature(value.numpy()) for key, value in element.items()}
+            features = {key: _naive_feature(value.numpy(), lists)
+                        for key, value in element.items()}
             example = tf.train.Example(features=tf.train.Features(feature=features))
             writer.write(example.SerializeToString())
     return target
+
+
+def naive_lists_save(dataset: tf.data.Dataset, run_dir: Path) -> Path:
+    return naive_save(dataset, run_dir, lists=True)
 
 
 def naive_load(target: Path, spec: dict) -> tf.data.Dataset:
@@ -235,6 +266,7 @@ CONTENDERS = {
     ),
     "tf.data": Contender("tf.data", tf_data_save, {"tf.data": tf_data_load}),
     "naive": Contender("naive", naive_save, {"naive": naive_load}),
+    "naive (lists)": Contender("naive (lists)", naive_lists_save, {}, checker=naive_load),
     "super_serial sharded+gzip": Contender(
         "super_serial sharded+gzip",
         sharded_gzip_save,
@@ -309,7 +341,7 @@ def warm_up(contender: Contender, workload: Workload, dataset: tf.data.Dataset,
     run_dir = Path(tempfile.mkdtemp(prefix="warm-", dir=workdir))
     try:
         target = contender.save(dataset, run_dir)
-        for label, loader in contender.loaders.items():
+        for label, loader in contender.checks.items():
             check_load(loader, target, workload, dataset.element_spec, label)
     finally:
         shutil.rmtree(run_dir)
@@ -317,10 +349,12 @@ def warm_up(contender: Contender, workload: Workload, dataset: tf.data.Dataset,
 
 def run_once(
     contender: Contender, workload: Workload, dataset: tf.data.Dataset, workdir: Path, rows: dict,
-    settle: float = 0.0,
+    settle: float = 0.0, check: bool = False,
 ) -> None:
     """Save into a fresh directory, time every loader on it, then delete it; each timed
-    operation after a pause of `settle` seconds."""
+    operation after a pause of `settle` seconds. With `check`, then also check every value
+    each loader reads, untimed: the contender's last run, made with what the runs before it
+    left (super_serial's traced functions, say)."""
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
     try:
         time.sleep(settle)
@@ -331,6 +365,8 @@ def run_once(
             time.sleep(settle)
             load_seconds = timed_load(loader, target, workload, dataset.element_spec)
             record(rows, workload, label, "load", load_seconds, size)
+        for label, loader in contender.checks.items() if check else ():
+            check_load(loader, target, workload, dataset.element_spec, label)
     finally:
         shutil.rmtree(run_dir)
 
@@ -346,9 +382,10 @@ def run_workload(
     workdir: Path, settle: float = 0.0,
 ) -> dict:
     """Round-robin: every repeat runs each contender once, rotating who goes first, after
-    an untimed run of each that checks the data. The sharded+gzip contender's runs come
-    after all the others': the save that followed its 1.8 s of compressed writes often took
-    2-4 times as long, in system CPU (also after `os.sync()`), and the rotation put
+    an untimed run of each that checks the data; each contender's last run is checked too.
+    The sharded+gzip contender's runs come after all the others': the save that followed its
+    1.8 s of compressed writes often took 2-4 times as long, in system CPU (also after
+    `os.sync()`), and the rotation put
     super_serial's save right after it in 6 of 9 repeats (images save 1.11-1.41 times
     `tf.data`'s, 0.53 without it; 2026-12-05)."""
     dataset = tf.data.Dataset.from_tensor_slices(workload.arrays)
@@ -358,14 +395,78 @@ def run_workload(
         warm_up(contender, workload, dataset, workdir)
     rotated = [c for c in contenders if c.name != "super_serial sharded+gzip"]
     last = [c for c in contenders if c not in rotated]
-    shifts = [repeat % max(len(rotated), 1) for repeat in range(repeats)]  # who goes first
-    schedule = [(repeat, contender) for repeat, shift in enumerate(shifts)
-                for contender in rotated[shift:] + rotated[:shift]
-                if contender.name != "naive" or repeat < naive_repeats]
+    schedule = []
+    for repeat in range(repeats):  # who goes first rotates among those that run this repeat
+        runners = [c for c in rotated if c.name not in NAIVE or repeat < naive_repeats]
+        shift = repeat % max(len(runners), 1)
+        schedule += [(repeat, contender) for contender in runners[shift:] + runners[:shift]]
     schedule += [(repeat, contender) for repeat in range(repeats) for contender in last]
-    for repeat, contender in schedule:
+    final = {contender.name: i for i, (_, contender) in enumerate(schedule)}
+    for i, (repeat, contender) in enumerate(schedule):
         print(f"  {workload.name}: run {repeat + 1}/{repeats} {contender.name}", file=sys.stderr)
-        run_once(contender, workload, dataset, workdir, rows, settle)
+        run_once(contender, workload, dataset, workdir, rows, settle,
+                 check=final[contender.name] == i)
+    return rows
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+def run_child(arguments: list[str], workdir: Path, what: str) -> dict:
+    """Run this script with `arguments` ("{dir}" among them: a fresh folder, removed after)
+    in a fresh process, and return the JSON report it prints last."""
+    run_dir = Path(tempfile.mkdtemp(prefix="child-", dir=workdir))
+    command = [sys.executable, __file__] + [a.replace("{dir}", str(run_dir)) for a in arguments]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    finally:
+        shutil.rmtree(run_dir)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr)
+        raise SystemExit(f"{what} failed with exit code {result.returncode}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- first calls
+
+
+def first_call_child(name: str, workload_name: str, scale: float, out_dir: Path,
+                     settle: float) -> None:
+    """Runs in a fresh subprocess: time the first save and the first load (the contender's
+    first loader) of the process, check what it read, and print a JSON report. TensorFlow and
+    the `super_serial` package are imported before the clock starts, as a script imports them
+    at its top; what they do on first use is timed."""
+    import super_serial  # noqa: F401  (the package; it imports its core on first use)
+
+    workload = build_workload(workload_name, scale)
+    dataset = tf.data.Dataset.from_tensor_slices(workload.arrays)
+    contender = CONTENDERS[name]
+    label, loader = next(iter(contender.loaders.items()))
+    time.sleep(settle)
+    target, save_seconds = timed_save(contender, dataset, out_dir)
+    time.sleep(settle)
+    load_seconds = timed_load(loader, target, workload, dataset.element_spec)
+    check_load(loader, target, workload, dataset.element_spec, label)
+    print(json.dumps({"save": save_seconds, "load": load_seconds, "label": label,
+                      "disk_bytes": disk_bytes(out_dir)}))
+
+
+def run_first_calls(workload: Workload, names: list[str], repeats: int, scale: float,
+                    workdir: Path, settle: float) -> dict:
+    """Each contender's first save and load in a fresh process, `repeats` times, alternating
+    (who goes first rotates), as rows of the ops "first save" and "first load"."""
+    rows: dict = {}
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            print(f"  {workload.name}: first calls {repeat + 1}/{repeats} {name}",
+                  file=sys.stderr)
+            report = run_child(["--first-call-child", name, workload.name, "{dir}", "--scale",
+                                str(scale), "--settle", str(settle)], workdir,
+                               f"first calls of {name} on {workload.name}")
+            record(rows, workload, name, "first save", report["save"], report["disk_bytes"])
+            record(rows, workload, report["label"], "first load", report["load"],
+                   report["disk_bytes"])
     return rows
 
 
@@ -389,7 +490,9 @@ COLUMNS = (
 def table_rows(rows: dict) -> list[tuple[str, ...]]:
     """Format rows, ordered by workload, then operation, then contender (insertion order)."""
     workload_order = {name: i for i, name in enumerate(dict.fromkeys(k[0] for k in rows))}
-    ordered = sorted(rows.values(), key=lambda r: (workload_order[r.workload.name], r.op != "save"))
+    ops = ("save", "load", "first save", "first load")
+    ordered = sorted(rows.values(), key=lambda r: (workload_order[r.workload.name],
+                                                   ops.index(r.op)))
     lines = []
     for row in ordered:
         reference = rows.get((row.workload.name, "tf.data", row.op))
@@ -434,13 +537,14 @@ def summary_lines(
     """Targets: naive/super_serial save speedup and image on-disk overhead."""
     lines = []
     for workload in workloads:
-        naive = rows.get((workload.name, "naive", "save"))
         ours = rows.get((workload.name, "super_serial", "save"))
-        if naive and ours:
-            lines.append(
-                f"{workload.name}: save time naive / super_serial = "
-                f"{naive.median / ours.median:.1f}x (target >= {SAVE_SPEEDUP_TARGET:.0f}x)"
-            )
+        for name in NAIVE:
+            naive = rows.get((workload.name, name, "save"))
+            if naive and ours:
+                lines.append(
+                    f"{workload.name}: save time {name} / super_serial = "
+                    f"{naive.median / ours.median:.1f}x (target >= {SAVE_SPEEDUP_TARGET:.0f}x)"
+                )
     images = next((w for w in workloads if w.name == "images"), None)
     if images:
         for (name, label, op), row in rows.items():
@@ -450,9 +554,9 @@ def summary_lines(
                 lines.append(
                     f"images: {label} on disk / raw float32+int64 bytes = {overhead:+.2%}{target}"
                 )
-    if any(label == "naive" for _, label, _ in rows) and naive_repeats < repeats:
+    if any(label in NAIVE for _, label, _ in rows) and naive_repeats < repeats:
         lines.append(
-            f"naive ran {naive_repeats} of {repeats} repeats to bound runtime "
+            f"the naive writers ran {naive_repeats} of {repeats} repeats to bound runtime "
             "(see the runs column; --naive-repeats changes this)"
         )
     lines.append(
@@ -460,6 +564,9 @@ def summary_lines(
         "median for the same workload and op (<= 1.0 is better); load = build + iterate "
         f"ds.batch({BATCH_SIZE})"
     )
+    if any(op.startswith("first ") for _, _, op in rows):
+        lines.append("first save, first load = the first of a fresh process, which has "
+                     "imported TensorFlow and the super_serial package and built the data")
     return lines
 
 
@@ -563,19 +670,8 @@ def memory_child(name: str, out_dir: Path, gib: float, element: str) -> None:
 
 
 def run_memory_subprocess(name: str, gib: float, element: str, workdir: Path) -> dict:
-    run_dir = Path(tempfile.mkdtemp(prefix="memory-", dir=workdir))
-    command = [
-        sys.executable, __file__, "--memory-child", name, str(run_dir), "--memory-gib", str(gib),
-        "--memory-element", element,
-    ]
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-    finally:
-        shutil.rmtree(run_dir)
-    if result.returncode != 0:
-        sys.stderr.write(result.stderr)
-        raise SystemExit(f"memory run for {name} failed with exit code {result.returncode}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_child(["--memory-child", name, "{dir}", "--memory-gib", str(gib),
+                      "--memory-element", element], workdir, f"memory run for {name}")
 
 
 def rss_growth(report: dict) -> int:
@@ -675,9 +771,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="seconds to pause before each timed save and load, so that work "
                         "one leaves running is not timed as the next one's (default: 0.1)")
     parser.add_argument("--skip-naive", action="store_true",
-                        help="do not run the naive writer, by far the slowest contender")
+                        help="do not run the naive writers, by far the slowest contenders")
     parser.add_argument("--naive-repeats", type=int, default=None,
-                        help="runs for the slow naive writer (default: min(repeats, 2))")
+                        help="runs for the slow naive writers (default: min(repeats, 2))")
     parser.add_argument("--markdown", action="store_true",
                         help="print the tables as Markdown, e.g. for the README")
     parser.add_argument("--out", type=Path, default=None,
@@ -692,19 +788,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--memory-element", choices=MEMORY_ELEMENTS, default="images",
                         help="what --memory streams (default: images): " + "; ".join(
                             f"{name}, {what}" for name, what in MEMORY_ELEMENTS.items()))
+    parser.add_argument("--first-calls", type=int, default=3,
+                        help="times to run the first save and load of a fresh process, for "
+                        f"each of {' and '.join(FIRST_CALL_CONTENDERS)}, each in a new "
+                        "subprocess (default: 3; 0 skips them)")
     parser.add_argument("--memory-child", nargs=2, metavar=("CONTENDER", "DIR"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--first-call-child", nargs=3, metavar=("CONTENDER", "WORKLOAD", "DIR"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     if args.settle < 0:
         parser.error("--settle must be >= 0")
-    if args.skip_naive and "naive" in args.contenders:
-        args.contenders.remove("naive")
+    if args.skip_naive:
+        args.contenders = [name for name in args.contenders if name not in NAIVE]
     if not args.contenders:
         parser.error("no contender left to run")
     if args.memory and not any(n in MEMORY_CONTENDERS for n in args.contenders):
         parser.error(f"--memory runs only {' and '.join(MEMORY_CONTENDERS)}; none was given")
+    if args.first_calls < 0:
+        parser.error("--first-calls must be >= 0")
     if args.naive_repeats is None:
         args.naive_repeats = min(args.repeats, 2)
     elif args.naive_repeats < 1:
@@ -717,10 +821,14 @@ def run_benchmark(args, workdir: Path) -> None:
                 args.markdown)
     contenders = [CONTENDERS[name] for name in args.contenders]
     workloads = [build_workload(name, args.scale) for name in args.workloads]
+    first = [name for name in FIRST_CALL_CONTENDERS if name in args.contenders]
     rows: dict = {}
     for workload in workloads:
         rows.update(run_workload(workload, contenders, args.repeats, args.naive_repeats, workdir,
                                  args.settle))
+        if args.first_calls and first:
+            rows.update(run_first_calls(workload, first, args.first_calls, args.scale, workdir,
+                                        args.settle))
     print()
     print(format_table(COLUMNS, table_rows(rows), args.markdown))
     print()
@@ -732,6 +840,10 @@ def main(argv=None) -> None:
     if args.memory_child:
         name, out_dir = args.memory_child
         memory_child(name, Path(out_dir), args.memory_gib, args.memory_element)
+        return
+    if args.first_call_child:
+        name, workload_name, out_dir = args.first_call_child
+        first_call_child(name, workload_name, args.scale, Path(out_dir), args.settle)
         return
     base = args.out or Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,13 @@ EXPECTED_ROWS = (
     ("tf.data", "load"),
     ("naive", "save"),
     ("naive", "load"),
+    ("naive (lists)", "save"),
     ("super_serial sharded+gzip", "save"),
     ("super_serial sharded+gzip", "load"),
+    ("super_serial", "first save"),
+    ("super_serial", "first load"),
+    ("tf.data", "first save"),
+    ("tf.data", "first load"),
 )
 
 
@@ -37,7 +42,7 @@ def run_bench(out: Path, *args: str) -> str:
         [sys.executable, str(BENCH), "--out", str(out), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         cwd=REPO_ROOT,
         env=env,
     )
@@ -62,7 +67,7 @@ def parse_table(stdout: str, first_column: str) -> list[dict[str, str]]:
 
 
 def test_benchmark_reports_every_contender_with_ratio(tmp_path):
-    stdout = run_bench(tmp_path, "--scale", "0.01", "--repeats", "1")
+    stdout = run_bench(tmp_path, "--scale", "0.01", "--repeats", "1", "--first-calls", "1")
 
     assert "cpu count: " in stdout and "tensorflow: " in stdout
     rows = parse_table(stdout, "workload")
@@ -98,7 +103,10 @@ def test_benchmark_reports_every_contender_with_ratio(tmp_path):
         naive = int(by_key[(workload, "naive", "save")]["bytes on disk"].replace(",", ""))
         assert ours > naive  # the same records, and the header
     for workload in WORKLOADS:
-        assert re.search(rf"^{workload}: save time naive / super_serial = [\d.]+x", stdout, re.M)
+        for naive in ("naive", r"naive \(lists\)"):
+            assert re.search(rf"^{workload}: save time {naive} / super_serial = [\d.]+x "
+                             r"\(target >= 20x\)$", stdout, re.M)
+    assert re.search(r"^first save, first load = the first of a fresh process", stdout, re.M)
     assert re.search(r"^images: super_serial on disk / raw .* = [+-][\d.]+%", stdout, re.M)
 
 
@@ -288,3 +296,69 @@ def test_schema_benchmark_checks_what_it_loads(monkeypatch):
             {"r": tf.ragged.constant([[1], [2, 4]])}))
     with pytest.raises(SystemExit):
         schemas.main(["--repeats", "0"])
+
+
+def test_bench_checks_the_first_and_the_last_run_of_each_contender(tmp_path, monkeypatch):
+    """The untimed run before the timed ones checks every value each contender reads, and so
+    does its last timed run, made with what the runs before it left (helper-81: only the
+    first was checked, and nothing failed without it)."""
+    bench = _module("bench", monkeypatch)
+    workload = bench.build_workload("tabular", 0.0005)
+    calls = []
+
+    def wrong_from(call):
+        def save(dataset, run_dir):
+            calls.append(call)
+            if len(calls) >= call:
+                dataset = dataset.map(lambda e: {**e, "y": e["y"] + 1})
+            return bench.super_serial_save(dataset, run_dir)
+        return save
+
+    for call in (1, 3):  # wrong from the untimed run's save; from the last of two timed
+        calls.clear()
+        contender = bench.Contender("broken", wrong_from(call),
+                                    {"broken": bench.super_serial_load})
+        with pytest.raises(RuntimeError, match="broken: tabular loaded from .* differs from "
+                                               "the data saved, in 'y'"):
+            bench.run_workload(workload, [contender], 2, 0, tmp_path)
+        assert len(calls) == call
+    calls.clear()
+    checked_only = bench.Contender("lists", wrong_from(1), {}, checker=bench.naive_load)
+    with pytest.raises(RuntimeError, match="lists: tabular loaded from"):
+        bench.run_workload(workload, [checked_only], 1, 0, tmp_path)
+
+
+def test_bench_rotates_who_goes_first(tmp_path, monkeypatch):
+    """Each repeat runs every contender once, a different one first each time; the naive
+    writers only in their first repeats, sharded+gzip after all the others' runs. Once the
+    naive writers stop, super_serial and tf.data take turns (super_serial went first in 6 of
+    9 repeats; helper-81)."""
+    bench = _module("bench", monkeypatch)
+    order = []
+    monkeypatch.setattr(bench, "warm_up", lambda *a: None)
+    monkeypatch.setattr(bench, "run_once", lambda contender, *a, **k: order.append(
+        contender.name))
+    names = ["super_serial", "tf.data", "naive", "naive (lists)", "super_serial sharded+gzip"]
+    bench.run_workload(bench.build_workload("tabular", 0.0005),
+                       [bench.CONTENDERS[n] for n in names], 4, 2, tmp_path)
+    rotated = [["super_serial", "tf.data", "naive", "naive (lists)"],
+               ["tf.data", "naive", "naive (lists)", "super_serial"],
+               ["super_serial", "tf.data"],  # the naive writers only in repeats 0 and 1
+               ["tf.data", "super_serial"]]
+    assert order == [n for repeat in rotated for n in repeat] + [
+        "super_serial sharded+gzip"] * 4
+
+
+def test_bench_ratios_are_of_the_medians(monkeypatch):
+    """The table's ratio is super_serial's median over tf.data's, not the median of each
+    repeat's ratio (here 0.40 against 1.00), and its spread columns are the runs' own."""
+    bench = _module("bench", monkeypatch)
+    workload = bench.build_workload("tabular", 0.0005)
+    rows = {}
+    for label, seconds in (("tf.data", [1.0, 5.0, 6.0]), ("super_serial", [1.0, 2.0, 9.0])):
+        for value in seconds:
+            bench.record(rows, workload, label, "save", value, 10)
+    lines = {line[1]: line for line in bench.table_rows(rows)}
+    assert lines["super_serial"][3:7] == ("3", "2.000", "1.000", "9.000")
+    assert lines["super_serial"][-1] == "0.40"
+    assert lines["tf.data"][-1] == "1.00"
