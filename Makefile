@@ -2,14 +2,23 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# The stamp names the Python that made .venv, so that another PYTHON makes it again (venv on
+# top of another Python's .venv kept its old python)...
+PYTHON_ID := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' \
+	2>/dev/null)
+STAMP := $(VENV)/.installed-python$(PYTHON_ID)
+# ... and a .venv whose python no longer starts (its interpreter upgraded or removed) is made
+# again too
+ifneq ($(shell $(BIN)/python -c 'print(1)' 2>/dev/null),1)
+.PHONY: $(STAMP)
+endif
 
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: demo test test-oldest bench clean
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[fast,test]'
 	touch $(STAMP)
@@ -26,7 +35,7 @@ test: $(STAMP)
 OLDEST_PYTHON ?= python3.9
 OLDEST := .venv-oldest
 test-oldest:
-	$(OLDEST_PYTHON) -m venv $(OLDEST)
+	$(OLDEST_PYTHON) -m venv --clear $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
 	$(OLDEST)/bin/python -m pip install --quiet 'tensorflow==2.18.0' 'numpy==1.26.4' \
 		'pyyaml==5.4.1' 'google-crc32c==1.5.0' 'pytest>=7' 'hypothesis>=6.80'
