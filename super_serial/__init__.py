@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -45,3 +47,22 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
+
+
+# Whether this process was forked from one whose TensorFlow runtime had started, before it
+# imported the core: there a traced function's call hangs, so the core runs its functions
+# eagerly (`core._Traced`). Once imported, the core notes later forks itself.
+_forked_after_tf = False
+
+
+def _note_fork():
+    global _forked_after_tf
+    if "tensorflow" in sys.modules and "super_serial.core" not in sys.modules:
+        from tensorflow.python.eager import context  # imported with tensorflow
+
+        started = getattr(context.context(), "_context_handle", True) is not None
+        _forked_after_tf = _forked_after_tf or started
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_note_fork)

@@ -1241,6 +1241,43 @@ def _integer(value) -> int | None:
         return None
 
 
+def _check_not_forked(function: str):
+    """SuperSerialError where this process was forked from one whose TensorFlow runtime had
+    started: TensorFlow's calls there (a traced function's, a large concat's) wait forever for
+    thread pools that stayed in the parent, and save and load hung (helper-82)."""
+    if _FORKED_AFTER_TF:
+        raise SuperSerialError(
+            f"{function}() cannot run in this process: it was forked from one whose TensorFlow "
+            "runtime had started (as multiprocessing's 'fork' start method does, the default "
+            "on Linux before Python 3.14), where TensorFlow waits forever for thread pools "
+            "that stayed in the parent. Start it with multiprocessing.get_context('spawn') or "
+            "'forkserver', or fork before TensorFlow runs anything")
+
+
+def _runtime_started() -> bool:
+    """Whether TensorFlow's eager context, with its thread pools, has started; right after a
+    fork, whether it had in the parent (where it cannot tell, yes)."""
+    try:
+        from tensorflow.python.eager import context
+        return context.context()._context_handle is not None
+    except Exception:  # noqa: BLE001 -- a private attribute: any TensorFlow may lack it
+        return True
+
+
+def _note_fork():
+    global _FORKED_AFTER_TF
+    _FORKED_AFTER_TF = _FORKED_AFTER_TF or _runtime_started()
+
+
+# Whether this process was forked from one whose TensorFlow runtime had started. Also where
+# that was before this module was imported: the `super_serial` package imports it on first
+# use, and notes such a fork itself.
+_FORKED_AFTER_TF = bool(getattr(sys.modules.get(__name__.rpartition(".")[0]),
+                                "_forked_after_tf", False))
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_note_fork)
+
+
 def _check_eager(function: str):
     """SuperSerialError where `function` (save, verify: each iterates a dataset in Python) is
     called inside a tf.function or graph."""
@@ -2143,7 +2180,8 @@ def save(
       SchemaError: The dataset holds something super_serial cannot represent, an element
         does not have the shape its element_spec gives, or the header would list more shards
         than fit in the 64 MiB a header may take (nothing is saved then).
-      SuperSerialError: Called outside eager mode.
+      SuperSerialError: Called outside eager mode, or in a process forked after
+        TensorFlow's runtime started (where TensorFlow hangs).
       ValueError: An option or path has an invalid value, the dataset is infinite (its
         cardinality says so), or a file would land on a folder or on another of the save's
         files (nothing is written then).
@@ -2161,6 +2199,7 @@ def save(
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"save() needs a tf.data.Dataset, got {type(dataset).__name__}")
     _check_eager("save")
+    _check_not_forked("save")
     compression = _check_compression(compression)
     if num_shards is not None and shard_size is not None:
         raise ValueError("give num_shards or shard_size, not both")
@@ -4575,6 +4614,8 @@ def load(
         pipeline is built), or, inside a `tf.function`, an option that shapes the pipeline
         (`batch_size`, `drop_remainder`, `original_dtypes`, `shuffle_files`, `deterministic`)
         is a tensor of the function.
+      SuperSerialError: Called in a process forked after TensorFlow's runtime started (as
+        `multiprocessing`'s "fork" workers are), where TensorFlow's calls hang.
 
     Iterating raises `tf.errors.InvalidArgumentError` whose message holds "super_serial:
     <file>: ..." (after TensorFlow's own prefix) when a file holds fewer or more records than
@@ -4600,6 +4641,7 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
           check_ranges=False, checked: tuple | None = None) -> tf.data.Dataset:
     """`load`; `checked`: the header and paths of `_checked_header`, where the caller has
     read them already (and reports on that header: one read, whatever a save does since)."""
+    _check_not_forked("load")
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
@@ -5656,13 +5698,15 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
       CorruptDataError: The first problem found, naming the file (and record and feature).
       ValueError: `progress` is not a bool, or a path is not UTF-8.
       TypeError: A path is a tensor.
-      SuperSerialError: Called outside eager mode.
+      SuperSerialError: Called outside eager mode, or in a process forked after
+        TensorFlow's runtime started (where TensorFlow hangs).
 
     Example:
       >>> verify("data.tfrecord")["num_records"]  # doctest: +SKIP
       2000
     """
     _check_eager("verify")
+    _check_not_forked("verify")
     tfrecord_path = _fspath(tfrecord_path)
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
