@@ -774,3 +774,16 @@ def test_head_aligns_the_wrapped_values_of_a_sparse_component(tmp_path, capsys):
     opening = lines[first].index("[")
     assert lines[first + 1][:opening + 1].strip() == "", lines
     assert lines[first + 1][opening + 1:opening + 3] == "37", lines
+
+
+def test_head_does_not_claim_a_total_when_it_stopped_at_n(tmp_path, capsys):
+    """head says how many elements there are in all only where it ran out before N
+    (helper-77's mutation sweep)."""
+    path = str(tmp_path / "d.tfrecord")
+    super_serial.save(tf.data.Dataset.range(3), path)
+    assert cli.main(["head", path, "-n", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "element 1" in out and "element 2" not in out
+    assert "in all" not in out
+    assert cli.main(["head", path, "-n", "5"]) == 0
+    assert "(3 elements in all)" in capsys.readouterr().out

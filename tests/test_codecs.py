@@ -842,3 +842,14 @@ def test_lists_of_short_strings_go_through_tensorflow():
     short = tf.constant([b"x" * (core._LONG_STRING - 1)] * count)
     assert core._long_lists(short, None, 4)
     assert not core._long_lists(tf.constant([b"x" * core._LONG_STRING] * count), None, 4)
+
+
+def test_group_rows_sums_a_row_of_exactly_65536_bytes():
+    """A row whose varints take exactly 65,536 bytes, one past uint16, keeps its length
+    (helper-77's mutation sweep)."""
+    count, size = 4096, 16  # the longest row times the longest item: exactly 1 << 16
+    item_lengths = np.full(count + 2, size, np.uint8)
+    item_lengths[:2] = 1  # items differ: summed item by item, not by `_one_each`
+    splits = np.array([0, 2, count + 2])
+    column = core._group_rows(item_lengths[:0], item_lengths, splits, 2)
+    assert column.lengths.tolist() == [2, 1 << 16]

@@ -990,3 +990,35 @@ def test_malformed_record_in_a_shard_is_named_with_its_shard(tmp_path, compressi
     with pytest.raises(CorruptDataError, match=f"^{re.escape(shard)}: record 1500 is not a "
                                                "tf.train.Example TensorFlow can parse$"):
         verify(tfrecord_path)
+
+
+def test_ragged_rows_per_element_that_differ_from_the_headers_known_first_dim(tmp_path):
+    """A header edited to a known number of rows ([2, None]) over elements of 1 and 2 rows
+    fails verify and iteration, naming the feature (helper-77's mutation sweep)."""
+    path = str(tmp_path / "d.tfrecord")
+    save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant(
+        [[[0]], [[1, 2], [3]]], tf.int32)}), path)
+    header_path = Path(path + ".header.yaml")
+    text = header_path.read_text()
+    assert "shape: [null, null]" in text
+    header_path.write_text(text.replace("shape: [null, null]", "shape: [2, null]"))
+    with pytest.raises(CorruptDataError, match=r"rows per element differ from the header's 2"):
+        verify(path)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"feature .*r.*: rows per element differ from the "
+                             r"header.*s 2, found 1"):
+        for _ in load(path):
+            pass
+
+
+def test_rows_that_add_up_across_elements_are_not_silently_regrouped(tmp_path):
+    """1 row then 3 rows under [2, None]: 4 rows in all, as 2 elements of 2 would hold; without
+    the check, load gave [[[0], [1, 2]], [[3], [4]]] (rows moved between elements)."""
+    path = str(tmp_path / "d.tfrecord")
+    save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant(
+        [[[0]], [[1, 2], [3], [4]]], tf.int32)}), path)
+    header_path = Path(path + ".header.yaml")
+    header_path.write_text(header_path.read_text().replace("shape: [null, null]",
+                                                           "shape: [2, null]"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"rows per element differ"):
+        list(load(path))

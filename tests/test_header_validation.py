@@ -846,3 +846,52 @@ def test_namedtuples_listed_in_another_order_read_as_save_lists_them(paths, pris
         write(str(part) + ".header.yaml", header)
         parts.append(str(part))
     assert merge(parts, merged)["num_records"] == 2 * N
+
+
+def test_a_sequential_header_listing_a_file_twice_is_refused(tmp_path):
+    """A sequential header listing one file twice is refused, not read twice (helper-77's
+    mutation sweep)."""
+    path = str(tmp_path / "d.tfrecord")
+    save(tf.data.Dataset.from_tensor_slices(np.arange(4)), path)
+    header_path = Path(path + ".header.yaml")
+    header = yaml.safe_load(header_path.read_text())
+    header["layout"] = "sequential"
+    header["shards"] = [dict(header["shards"][0]), dict(header["shards"][0])]
+    header["num_records"] *= 2
+    header_path.write_text(yaml.safe_dump(header))
+    with pytest.raises(HeaderError, match=r"field 'shards': a file is listed twice"):
+        read_header(str(header_path))
+    with pytest.raises(HeaderError, match="listed twice"):
+        load(path)
+
+
+def test_a_ragged_rank_as_large_as_the_rank_is_refused(tmp_path):
+    """A ragged_rank as large as the rank, one past the largest valid, is refused
+    (helper-77's mutation sweep)."""
+    path = str(tmp_path / "d.tfrecord")
+    ragged = tf.ragged.constant([[[1], [2, 3]], [[3]], [], [[4], [5, 6]]], dtype=tf.int32)
+    save(tf.data.Dataset.from_tensor_slices({"r": ragged}), path)
+    header_path = Path(path + ".header.yaml")
+    header = yaml.safe_load(header_path.read_text())
+    rank = len(header["features"]["r"]["shape"])
+    assert header["features"]["r"]["ragged_rank"] == rank - 1  # valid as saved
+    header["features"]["r"]["ragged_rank"] = rank
+    header_path.write_text(yaml.safe_dump(header))
+    with pytest.raises(HeaderError, match=r"field 'features\.r\.ragged_rank': must be in 0\.\."):
+        read_header(str(header_path))
+
+
+def test_ragged_rank_0_with_an_unknown_inner_dim_is_refused(tmp_path):
+    """Of ragged_rank 0 only the first dim may be unknown (helper-77's mutation sweep)."""
+    path = str(tmp_path / "d.tfrecord")
+    # slices of a ragged_rank-1 tensor: RaggedTensorSpec([None], ragged_rank=0) elements
+    save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant([[1, 2], [3]])}), path)
+    header_path = Path(path + ".header.yaml")
+    header = yaml.safe_load(header_path.read_text())
+    feature = header["features"]["r"]
+    assert feature["ragged_rank"] == 0 and feature["shape"] == [None]
+    feature["shape"] = [2, None]
+    header_path.write_text(yaml.safe_dump(header))
+    with pytest.raises(HeaderError, match=r"field 'features\.r\.shape': with ragged_rank 0 "
+                                          r"only the first dim may be unknown"):
+        read_header(str(header_path))

@@ -1106,3 +1106,18 @@ def test_more_shards_than_the_process_may_open_is_a_clear_error(tmp_path, compre
     # nothing of the failed save is left, and the earlier one loads as it was
     assert report["files"] == ["data.tfrecord", "data.tfrecord.header.yaml"]
     assert report["loaded"] == list(range(50))
+
+
+def test_a_shard_that_reaches_shard_size_exactly_takes_no_more_records(tmp_path):
+    """A file that reaches shard_size exactly takes no more records (helper-77's mutation sweep)."""
+    dataset = tf.data.Dataset.from_tensor_slices(np.arange(6 * 4, dtype=np.float32).reshape(6, 4))
+    one = str(tmp_path / "one.tfrecord")
+    save(dataset, one)
+    shard = read_header(one + ".header.yaml")["shards"][0]
+    record = shard["num_bytes"] // shard["num_records"]  # every record the same size
+    assert record * shard["num_records"] == shard["num_bytes"]
+    path = str(tmp_path / "d.tfrecord")
+    save(dataset, path, shard_size=2 * record)
+    shards = read_header(path + ".header.yaml")["shards"]
+    assert [s["num_records"] for s in shards] == [2, 2, 2]
+    assert [s["num_bytes"] for s in shards] == [2 * record] * 3
