@@ -31,8 +31,10 @@ def project(tmp_path):
 
 def planned(project: Path, *args: str) -> list[str]:
     assert MAKE, "make is not installed; `make test` needs it"
-    result = subprocess.run([MAKE, "-n", "test", *args], cwd=project, capture_output=True,
-                            text=True, timeout=60)
+    # Not as a sub-make of the `make test` that runs this suite: that one's flags would carry
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    result = subprocess.run([MAKE, "--no-print-directory", "-n", "test", *args], cwd=project,
+                            capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
