@@ -50,8 +50,8 @@ def __dir__():
 
 
 # Whether this process was forked from one whose TensorFlow runtime had started, before it
-# imported the core: there a traced function's call hangs, so the core runs its functions
-# eagerly (`core._Traced`). Once imported, the core notes later forks itself.
+# imported the core: TensorFlow's calls hang there, so the core's save, load and verify
+# refuse to run (`core._check_not_forked`). Once imported, the core notes later forks itself.
 _forked_after_tf = False
 
 
