@@ -211,19 +211,15 @@ def _naive_feature(value, lists: bool = False) -> tf.train.Feature:
     if isinstance(value, bytes):
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
     array = np.asarray(value)
-    flat = array.flatten()
-    if lists and array.dtype.kind in "fiub":
-        flat = flat.tolist()
-        return tf.train.Feature(float_list=tf.train.FloatList(value=flat)) if (
-            array.dtype.kind == "f") else tf.train.Feature(
-            int64_list=tf.train.Int64List(value=flat))
-    if flat.dtype.kind == "f":
+    kind = array.dtype.kind
+    flat = array.flatten().tolist() if lists and kind in "fiub" else array.flatten()
+    if kind == "f":
         return tf.train.Feature(float_list=tf.train.FloatList(value=flat))
-    if flat.dtype.kind in "iub":
+    if kind in "iub":
         return tf.train.Feature(int64_list=tf.train.Int64List(value=flat))
-    if flat.dtype.kind in "SO":
+    if kind in "SO":
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=flat))
-    raise TypeError(f"naive writer does not support dtype {flat.dtype}")
+    raise TypeError(f"naive writer does not support dtype {array.dtype}")
 
 
 def naive_save(dataset: tf.data.Dataset, run_dir: Path, lists: bool = False) -> Path:
