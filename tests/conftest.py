@@ -134,6 +134,15 @@ def copy_pair(folder, paths) -> tuple[str, str]:
     return tfrecord_path, header_path
 
 
+def edit_header(header_path, change):
+    """Rewrites the header at `header_path` as `change` (a function of its dict) leaves it."""
+    with open(header_path) as file:
+        header = yaml.safe_load(file)
+    change(header)
+    with open(header_path, "w") as file:
+        yaml.safe_dump(header, file)
+
+
 @pytest.fixture
 def paths(tmp_path):
     """(tfrecord_path, header_path) in a fresh folder."""

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import copy_pair, fifo_at, save_pair
+from conftest import copy_pair, edit_header, fifo_at, save_pair
 
 from super_serial import CorruptDataError, HeaderError, core, load, merge, read_header, save, verify
 
@@ -52,12 +52,6 @@ def iterate(tfrecord_path, header_path=None, **options) -> int:
     for _ in load(tfrecord_path, header_path, **options):
         count += 1
     return count
-
-
-def edit_header(header_path, change):
-    header = yaml.safe_load(Path(header_path).read_text())
-    change(header)
-    Path(header_path).write_text(yaml.safe_dump(header))
 
 
 @pytest.fixture(scope="module")
@@ -992,16 +986,19 @@ def test_malformed_record_in_a_shard_is_named_with_its_shard(tmp_path, compressi
         verify(tfrecord_path)
 
 
+def known_rows(header):
+    """The ragged feature `r` of unknown rows per element, edited to 2."""
+    assert header["features"]["r"]["shape"] == [None, None]
+    header["features"]["r"]["shape"] = [2, None]
+
+
 def test_ragged_rows_per_element_that_differ_from_the_headers_known_first_dim(tmp_path):
     """A header edited to a known number of rows ([2, None]) over elements of 1 and 2 rows
     fails verify and iteration, naming the feature (helper-77's mutation sweep)."""
     path = str(tmp_path / "d.tfrecord")
     save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant(
         [[[0]], [[1, 2], [3]]], tf.int32)}), path)
-    header_path = Path(path + ".header.yaml")
-    text = header_path.read_text()
-    assert "shape: [null, null]" in text
-    header_path.write_text(text.replace("shape: [null, null]", "shape: [2, null]"))
+    edit_header(path + ".header.yaml", known_rows)
     with pytest.raises(CorruptDataError, match=r"rows per element differ from the header's 2"):
         verify(path)
     with pytest.raises(tf.errors.InvalidArgumentError,
@@ -1017,8 +1014,6 @@ def test_rows_that_add_up_across_elements_are_not_silently_regrouped(tmp_path):
     path = str(tmp_path / "d.tfrecord")
     save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant(
         [[[0]], [[1, 2], [3], [4]]], tf.int32)}), path)
-    header_path = Path(path + ".header.yaml")
-    header_path.write_text(header_path.read_text().replace("shape: [null, null]",
-                                                           "shape: [2, null]"))
+    edit_header(path + ".header.yaml", known_rows)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"rows per element differ"):
         list(load(path))

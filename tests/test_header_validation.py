@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import copy_pair, fifo_at, save_pair
+from conftest import copy_pair, edit_header, fifo_at, save_pair
 
 from super_serial import (
     CorruptDataError,
@@ -853,14 +853,16 @@ def test_a_sequential_header_listing_a_file_twice_is_refused(tmp_path):
     mutation sweep)."""
     path = str(tmp_path / "d.tfrecord")
     save(tf.data.Dataset.from_tensor_slices(np.arange(4)), path)
-    header_path = Path(path + ".header.yaml")
-    header = yaml.safe_load(header_path.read_text())
-    header["layout"] = "sequential"
-    header["shards"] = [dict(header["shards"][0]), dict(header["shards"][0])]
-    header["num_records"] *= 2
-    header_path.write_text(yaml.safe_dump(header))
+    header_path = path + ".header.yaml"
+
+    def listed_twice(header):
+        header["layout"] = "sequential"
+        header["shards"] = [dict(header["shards"][0]), dict(header["shards"][0])]
+        header["num_records"] *= 2
+
+    edit_header(header_path, listed_twice)
     with pytest.raises(HeaderError, match=r"field 'shards': a file is listed twice"):
-        read_header(str(header_path))
+        read_header(header_path)
     with pytest.raises(HeaderError, match="listed twice"):
         load(path)
 
@@ -871,14 +873,16 @@ def test_a_ragged_rank_as_large_as_the_rank_is_refused(tmp_path):
     path = str(tmp_path / "d.tfrecord")
     ragged = tf.ragged.constant([[[1], [2, 3]], [[3]], [], [[4], [5, 6]]], dtype=tf.int32)
     save(tf.data.Dataset.from_tensor_slices({"r": ragged}), path)
-    header_path = Path(path + ".header.yaml")
-    header = yaml.safe_load(header_path.read_text())
-    rank = len(header["features"]["r"]["shape"])
-    assert header["features"]["r"]["ragged_rank"] == rank - 1  # valid as saved
-    header["features"]["r"]["ragged_rank"] = rank
-    header_path.write_text(yaml.safe_dump(header))
+    header_path = path + ".header.yaml"
+
+    def rank_as_ragged_rank(header):
+        rank = len(header["features"]["r"]["shape"])
+        assert header["features"]["r"]["ragged_rank"] == rank - 1  # valid as saved
+        header["features"]["r"]["ragged_rank"] = rank
+
+    edit_header(header_path, rank_as_ragged_rank)
     with pytest.raises(HeaderError, match=r"field 'features\.r\.ragged_rank': must be in 0\.\."):
-        read_header(str(header_path))
+        read_header(header_path)
 
 
 def test_ragged_rank_0_with_an_unknown_inner_dim_is_refused(tmp_path):
@@ -886,12 +890,14 @@ def test_ragged_rank_0_with_an_unknown_inner_dim_is_refused(tmp_path):
     path = str(tmp_path / "d.tfrecord")
     # slices of a ragged_rank-1 tensor: RaggedTensorSpec([None], ragged_rank=0) elements
     save(tf.data.Dataset.from_tensor_slices({"r": tf.ragged.constant([[1, 2], [3]])}), path)
-    header_path = Path(path + ".header.yaml")
-    header = yaml.safe_load(header_path.read_text())
-    feature = header["features"]["r"]
-    assert feature["ragged_rank"] == 0 and feature["shape"] == [None]
-    feature["shape"] = [2, None]
-    header_path.write_text(yaml.safe_dump(header))
+    header_path = path + ".header.yaml"
+
+    def unknown_inner_dim(header):
+        feature = header["features"]["r"]
+        assert feature["ragged_rank"] == 0 and feature["shape"] == [None]
+        feature["shape"] = [2, None]
+
+    edit_header(header_path, unknown_inner_dim)
     with pytest.raises(HeaderError, match=r"field 'features\.r\.shape': with ragged_rank 0 "
                                           r"only the first dim may be unknown"):
-        read_header(str(header_path))
+        read_header(header_path)
