@@ -30,7 +30,8 @@ operation leaves running is not timed as the next one's: right after a
 ``--first-calls N`` (default 3; 0 skips them) also times the first save and the first load
 in a fresh process, as a script that saves or loads once meets them: each of super_serial and
 tf.data, N times alternating, each time in a new subprocess that imports TensorFlow and
-super_serial and builds the workload before the clock starts.
+super_serial and builds the workload before the clock starts. super_serial's modules are
+byte-compiled for them beforehand, as an installed package's are (``run_first_calls``).
 
 ``--memory`` instead measures streaming: each of super_serial and tf.data saves
 ``--memory-gib`` GiB from a generator-backed dataset in a fresh subprocess, which
@@ -51,7 +52,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -431,8 +434,12 @@ def first_call_child(name: str, workload_name: str, scale: float, out_dir: Path,
     """Runs in a fresh subprocess: time the first save and the first load (the contender's
     first loader) of the process, check what it read, and print a JSON report. TensorFlow and
     the `super_serial` package are imported before the clock starts, as a script imports them
-    at its top; what they do on first use is timed."""
+    at its top; what they do on first use is timed. The report says whether the core's
+    bytecode was there to import (see `run_first_calls`)."""
     import super_serial  # noqa: F401  (the package; it imports its core on first use)
+
+    core = REPO_ROOT / "super_serial" / "core.py"
+    bytecode = os.path.exists(importlib.util.cache_from_source(str(core)))
 
     workload = build_workload(workload_name, scale)
     dataset = tf.data.Dataset.from_tensor_slices(workload.arrays)
@@ -444,13 +451,20 @@ def first_call_child(name: str, workload_name: str, scale: float, out_dir: Path,
     load_seconds = timed_load(loader, target, workload, dataset.element_spec)
     check_load(loader, target, workload, dataset.element_spec, label)
     print(json.dumps({"save": save_seconds, "load": load_seconds, "label": label,
-                      "disk_bytes": disk_bytes(out_dir)}))
+                      "disk_bytes": disk_bytes(out_dir), "bytecode": bytecode}))
 
 
 def run_first_calls(workload: Workload, names: list[str], repeats: int, scale: float,
                     workdir: Path, settle: float) -> dict:
     """Each contender's first save and load in a fresh process, `repeats` times, alternating
-    (who goes first rotates), as rows of the ops "first save" and "first load"."""
+    (who goes first rotates), as rows of the ops "first save" and "first load".
+
+    super_serial's modules are byte-compiled first, in its source tree's `__pycache__`, as
+    pip compiles an installed package's and had compiled TensorFlow's. Where bytecode is not
+    written (PYTHONDONTWRITEBYTECODE, as on the machine of the README's table), every first
+    save also compiled the 6,000-line core from source (0.1 s in a profile)."""
+    if not compileall.compile_dir(str(REPO_ROOT / "super_serial"), quiet=1):
+        raise SystemExit("could not byte-compile super_serial")
     rows: dict = {}
     for repeat in range(repeats):
         shift = repeat % len(names)
@@ -460,6 +474,9 @@ def run_first_calls(workload: Workload, names: list[str], repeats: int, scale: f
             report = run_child(["--first-call-child", name, workload.name, "{dir}", "--scale",
                                 str(scale), "--settle", str(settle)], workdir,
                                f"first calls of {name} on {workload.name}")
+            if not report["bytecode"]:
+                raise SystemExit(f"first calls of {name} on {workload.name}: super_serial's "
+                                 "core had no bytecode to import")
             record(rows, workload, name, "first save", report["save"], report["disk_bytes"])
             record(rows, workload, report["label"], "first load", report["load"],
                    report["disk_bytes"])
@@ -562,7 +579,8 @@ def summary_lines(
     )
     if any(op.startswith("first ") for _, _, op in rows):
         lines.append("first save, first load = the first of a fresh process, which has "
-                     "imported TensorFlow and the super_serial package and built the data")
+                     "imported TensorFlow and the super_serial package (byte-compiled) and "
+                     "built the data")
     return lines
 
 
