@@ -657,14 +657,41 @@ def _read_header(header_path: str, tfrecord_path: str | None = None) -> _Header:
         finally:
             loader.dispose()
     except yaml.YAMLError as e:
+        _check_not_records(header_path, text)
         reason = _yaml_reason(e)
         if isinstance(e, yaml.constructor.ConstructorError) and "tag" in str(e.problem):
             reason = "YAML tags are not allowed in a header (" + str(e.problem) + ")"
         raise HeaderError(f"{header_path}: not a valid header: {reason}") from None
     except (ValueError, TypeError, RecursionError) as e:  # e.g. undecodable bytes
+        _check_not_records(header_path, text)
         raise HeaderError(f"{header_path}: not a valid header: {e}") from None
     base = _basename(tfrecord_path) if tfrecord_path else None
     return _HeaderParser(header_path).parse(raw, base)
+
+
+def _check_not_records(header_path: str, text: bytes):
+    """HeaderError where the header file, which is no YAML, holds records: the record path
+    given as the header's (PyYAML's reason, "unacceptable character #x0013", said nothing)."""
+    kind = _records_kind(text[:12], zlib=True)
+    if kind:
+        raise HeaderError(f"{header_path}: not a header: it holds {kind}; were the records' "
+                          "path and the header's swapped?")
+
+
+def _records_kind(data: bytes, zlib: bool = False) -> str | None:
+    """What `data`, a file's first bytes, begins with where it is records, not a header:
+    "TFRecord records" (the first record's length with its masked CRC32C after it), or
+    "GZIP-compressed records" (GZIP's magic bytes); with `zlib`, also "ZLIB-compressed
+    records" (a ZLIB stream's two-byte header, which text can begin with too)."""
+    if data[:2] == b"\x1f\x8b":
+        return "GZIP-compressed records"
+    if len(data) >= 12:
+        length = np.frombuffer(data[:8], "<u8")
+        if _masked_crc32c(_crc32c_u64(length))[0] == int.from_bytes(data[8:12], "little"):
+            return "TFRecord records"
+    if zlib and len(data) >= 2 and data[0] == 0x78 and (data[0] << 8 | data[1]) % 31 == 0:
+        return "ZLIB-compressed records"
+    return None
 
 
 def _values_at_most(text: bytes) -> int:
@@ -2183,8 +2210,8 @@ def save(
       SuperSerialError: Called outside eager mode, or in a process forked after
         TensorFlow's runtime started (where TensorFlow hangs).
       ValueError: An option or path has an invalid value, the dataset is infinite (its
-        cardinality says so), or a file would land on a folder or on another of the save's
-        files (nothing is written then).
+        cardinality says so), or a file would land on a folder, on another of the save's
+        files, or (the header) on a file of records (nothing is written then).
       TypeError: `dataset` is not a `tf.data.Dataset`, or a path is a tensor.
       OSError: Writing, renaming or making a file or folder failed (a full disk, a folder it
         may not write in; nothing is saved then): the error's kind, with a message that
@@ -2225,7 +2252,7 @@ def save(
     header_path = _fspath(header_path) if header_path is not None else default_header_path(
         tfrecord_path)
     name = _basename(tfrecord_path)
-    _check_names_a_file(tfrecord_path)
+    _check_names_a_file(tfrecord_path, header_path)
     if not _plain_file_name(name):
         raise ValueError(f"{tfrecord_path!r}: the records need a plain, printable file name "
                          "(no backslash, nothing non-printable), which the header lists and "
@@ -2612,6 +2639,7 @@ def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded:
     for path, name in longest:
         _check_name_length(path, name)
     _check_header_not_on_records(tfrecord_path, header_path)
+    _check_header_not_over_records(header_path)
 
 
 def _check_name_length(path: str, name: str):
@@ -2634,13 +2662,30 @@ def _check_header_not_on_records(tfrecord_path: str, header_path: str):
                          f"{tfrecord_path!r} go; give the header a name of its own")
 
 
-def _check_names_a_file(tfrecord_path: str):
-    """ValueError where `tfrecord_path` names a folder ("", "data/", "."): load would read
-    `<tfrecord_path>.header.yaml`, a hidden file or the folder's own. (Where it is a folder,
-    `_check_not_folders` refuses it.)"""
-    if _basename(tfrecord_path) in ("", ".", ".."):
-        raise ValueError(f"{tfrecord_path!r} names a folder, not a file: give the records' "
-                         "file name, as in 'data/train.tfrecord'")
+def _check_header_not_over_records(header_path: str):
+    """ValueError where a local file at `header_path` holds records (another save's: the
+    paths mixed up, say), which the header would replace."""
+    if not _is_local(header_path):
+        return
+    try:
+        with open(_local(header_path), "rb") as f:
+            kind = _records_kind(f.read(12))
+    except OSError:  # none there (or none to read: the save's own checks tell)
+        return
+    if kind:
+        raise ValueError(f"header_path {header_path!r} holds {kind}, which the header would "
+                         "replace; give the header a path of its own (or remove the file)")
+
+
+def _check_names_a_file(tfrecord_path: str, header_path: str):
+    """ValueError where either path names a folder ("", "data/", "."): load would read
+    `<tfrecord_path>.header.yaml`, a hidden file or the folder's own, and the header's rename
+    failed after all the writing. (Where it is a folder, `_check_not_folders` refuses it.)"""
+    for path, whose, example in ((tfrecord_path, "records'", "data/train.tfrecord"),
+                                 (header_path, "header's", "data/train.tfrecord.header.yaml")):
+        if _basename(path) in ("", ".", ".."):
+            raise ValueError(f"{path!r} names a folder, not a file: give the {whose} file "
+                             f"name, as in {example!r}")
 
 
 def _check_not_folders(paths: list):
@@ -4415,10 +4460,11 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     parts = [_fspath(p) for p in part_paths]
     if not parts:
         raise ValueError("merge() needs at least one part")
-    _check_names_a_file(tfrecord_path)
+    _check_names_a_file(tfrecord_path, header_path)
     _check_not_folders([tfrecord_path, header_path])  # as save's `_check_paths`
     _check_name_length(header_path, _basename(header_path))  # not at the rename, as TF's error
     _check_header_not_on_records(tfrecord_path, header_path)
+    _check_header_not_over_records(header_path)
     places: dict = {}  # each part's place, resolved once: 2,000 parts compared pairwise took 14 s
     for i, part in enumerate(parts):
         if places.setdefault(_place(part), i) != i:

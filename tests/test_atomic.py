@@ -1205,6 +1205,33 @@ def test_header_on_the_records_is_refused(tmp_path, header_name, monkeypatch):
     assert_same_elements(dataset, load(tfrecord_path))
 
 
+@pytest.mark.parametrize("compression", [None, "GZIP"])
+def test_a_header_over_another_saves_records_is_refused(tmp_path, compression):
+    """save(ds, "y.tfrecord", "good.tfrecord"), the paths mixed up, replaced good's records
+    with y's header and succeeded (helper-86). A header file over a header is still
+    replaced, as documented."""
+    good = str(tmp_path / "good.tfrecord")
+    save(wide(3), good, compression=compression)
+    before = snapshot(tmp_path)
+    kind = "GZIP-compressed records" if compression else "TFRecord records"
+    with pytest.raises(ValueError, match=re.escape(
+            f"header_path {good!r} holds {kind}, which the header would replace")):
+        save(wide(2), str(tmp_path / "y.tfrecord"), good)
+    assert snapshot(tmp_path) == before
+    assert_same_elements(wide(3), load(good))
+
+
+def test_a_header_path_that_names_a_folder_is_refused_up_front(tmp_path):
+    """`save(ds, "a.tfrecord", "headers/")` failed only at the header's rename, after all the
+    writing, naming a temporary ("headers/..4099b0a6c3f3.tmp; Directory not empty";
+    helper-86)."""
+    for header_path in (f"{tmp_path}/headers/", f"{tmp_path}/sub/."):
+        with pytest.raises(ValueError, match=re.escape(
+                f"{header_path!r} names a folder, not a file: give the header's file name")):
+            save(wide(3), str(tmp_path / "a.tfrecord"), header_path)
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("which", ["records", "header"])
 def test_a_folder_in_the_way_is_refused_and_kept(tmp_path, which):
     tfrecord_path, header_path = str(tmp_path / "data.tfrecord"), str(tmp_path / "h.yaml")

@@ -744,6 +744,23 @@ def test_default_header_missing(paths):
         load(tfrecord_path)
 
 
+@pytest.mark.parametrize("compression, kind", [(None, "TFRecord records"),
+                                               ("GZIP", "GZIP-compressed records"),
+                                               ("ZLIB", "ZLIB-compressed records")])
+def test_records_given_as_the_header_are_named_so(tmp_path, compression, kind, yaml_loader):
+    """load(header, records), the two swapped, said "not a valid header: unacceptable
+    character #x0013: control characters are not allowed" (#x001f for GZIP; helper-86)."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(dataset(5), tfrecord_path, compression=compression)
+    for call in (load, verify):
+        with pytest.raises(HeaderError, match=re.escape(
+                f"{tfrecord_path}: not a header: it holds {kind}; were the records' path and "
+                "the header's swapped?")):
+            call(tfrecord_path + ".header.yaml", tfrecord_path)
+    with pytest.raises(HeaderError, match=re.escape(f"{tfrecord_path}: not a header: it holds")):
+        read_header(tfrecord_path)
+
+
 def test_a_header_or_a_shard_given_for_the_records_is_named_so(tmp_path):
     """load("data.tfrecord.header.yaml") looked for "data.tfrecord.header.yaml.header.yaml"
     and said only that it was not found; the same for one shard's name."""

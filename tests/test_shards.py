@@ -1007,6 +1007,22 @@ def test_merge_refuses_a_header_where_its_records_name_would_go_and_a_parts_head
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
+def test_merge_refuses_a_header_over_records_or_on_a_folders_name(tmp_path):
+    """As save does (helper-86): a header path holding another save's records, and one that
+    names a folder ("headers/", which failed at the rename, naming a temporary)."""
+    parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    merged = str(tmp_path / "merged")
+    with pytest.raises(ValueError, match=re.escape(
+            f"header_path {parts[0]!r} holds TFRecord records, which the header would "
+            "replace")):
+        merge(parts, merged, parts[0])
+    folder = str(tmp_path / "headers") + "/"
+    with pytest.raises(ValueError, match=re.escape(f"{folder!r} names a folder, not a file")):
+        merge(parts, merged, folder)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_merge_refuses_parts_named_as_the_merged_paths_own_shards(tmp_path):
     """A later save to `train` would replace or remove `train-0000i-of-00002` as its own."""
     parts = [str(tmp_path / f"train-{i:05d}-of-00002") for i in range(2)]
