@@ -290,19 +290,21 @@ def _describe(error: Exception, paths: list = ()) -> str:
         text = core._tf_message(error)
     elif isinstance(error, ImportError):  # e.g. a broken TensorFlow installation
         text = f"import failed: {error} (run with --debug for the traceback)"
-    elif isinstance(error, OSError):
+    elif isinstance(error, (OSError, ValueError)):  # ValueError: an argument save refuses
         text = str(error)
     else:
         text = (f"{type(error).__name__}: {error} (an unexpected error; run with --debug "
                 "for the traceback)")
-    # TensorFlow quotes a bad record's bytes: control characters (an escape, say) as \xNN
-    def escaped(part: str) -> str:
-        return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", part)
-
-    longest_first = sorted({p for p in paths if escaped(p) != p}, key=len, reverse=True)
+    longest_first = sorted({p for p in paths if _escaped(p) != p}, key=len, reverse=True)
     for path in longest_first:  # one may begin with another
-        text = text.replace(path, escaped(path))
-    return escaped(" ".join(line.strip() for line in text.splitlines() if line.strip()))
+        text = text.replace(path, _escaped(path))
+    return _escaped(" ".join(line.strip() for line in text.splitlines() if line.strip()))
+
+
+def _escaped(text: str) -> str:
+    """`text` with control characters (an escape, a newline: in a folder's name, or in a bad
+    record's bytes TensorFlow quotes) as \\xNN, which a terminal shows as they are."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _header_path(args) -> str:
@@ -386,7 +388,7 @@ def _inspect_text(info: dict) -> str:
         files = (f"1 file; no layout or block size in this header (load reads it in blocks "
                  f"of at most {info['block_records']:,})")
     lines = [
-        f"{info['path']}  (header {info['header_path']})",
+        f"{_escaped(info['path'])}  (header {_escaped(info['header_path'])})",
         f"format {info['format']} version {version}; "
         f"{_counted(info['num_records'], 'record')}; "
         f"compression {info['compression'] or 'none'}",
@@ -514,12 +516,12 @@ def _verify(args) -> int:
         records = shard["num_records"]
         if records is None:  # nor counts: the one file holds the records verify counted
             records = result["num_records"]
-        rows.append((path, _count(records), _count(size)))
+        rows.append((_escaped(path), _count(records), _count(size)))
     for line in _table(("file", "records", "bytes"), rows, right=(1, 2)):
         print(line)
     files = len(result["files"])
     print(f"OK: {_counted(files, 'file')}, {_counted(result['num_records'], 'record')}, "
-          f"{total_bytes:,} bytes match {header_path} ({seconds:.2f} s)")
+          f"{total_bytes:,} bytes match {_escaped(header_path)} ({seconds:.2f} s)")
     return 0
 
 
@@ -742,9 +744,9 @@ def _run_demo(folder: str, keep: bool) -> int:
                       progress=sys.stderr.isatty())
     save_seconds = time.perf_counter() - start
     print(f"\nsuper_serial.save(dataset, {path!r}, num_shards={DEMO_SHARDS}, "
-          f"compression={DEMO_COMPRESSION!r}) wrote {header_path}:\n")
-    with open(header_path, encoding="utf-8") as f:
-        print(f.read().rstrip())
+          f"compression={DEMO_COMPRESSION!r}) wrote {_escaped(header_path)}:\n")
+    with tf.io.gfile.GFile(header_path, "rb") as f:  # DIR may be remote (ram://, gs://)
+        print(f.read().decode().rstrip())
 
     print(f"\n$ {PROG} inspect {_shell_word(path)}")
     header = super_serial.read_header(header_path)

@@ -383,7 +383,7 @@ def _format_version(features, namedtuples=()) -> int:
 
 def default_header_path(tfrecord_path) -> str:
     """Where the header sits when `header_path` is omitted: `<tfrecord_path>.header.yaml`."""
-    return _fspath(tfrecord_path) + HEADER_SUFFIX
+    return _fspath(tfrecord_path, "tfrecord_path") + HEADER_SUFFIX
 
 
 # Shard names have five digits (`base-00000-of-00064`): the most files one save can name
@@ -404,17 +404,23 @@ def _is_save_name(name: str, base: str) -> bool:
     return re.fullmatch(re.escape(base) + r"(-\d{5}-of-\d{5})?", name) is not None
 
 
-def _fspath(path) -> str:
-    """A path as text; ValueError naming it where it is not UTF-8, which TensorFlow's file
-    functions need (bytes failed with a UnicodeDecodeError, a str with surrogates with a
-    UnicodeEncodeError, neither naming the path), or holds a NUL, where TensorFlow's C++ cuts
-    it short and so names another file (Python's own `open` refuses it too)."""
+def _fspath(path, name: str) -> str:
+    """The path `path` (the argument `name`) as a plain str (one of a subclass, NumPy's
+    `np.str_`, failed as the header's file name); ValueError naming it where it is not UTF-8,
+    which TensorFlow's file functions need (bytes failed with a UnicodeDecodeError, a str with
+    surrogates with a UnicodeEncodeError, neither naming the path), holds a NUL, where
+    TensorFlow's C++ cuts it short and so names another file (Python's own `open` refuses it
+    too), or is a file:// URL of a relative path, which TensorFlow reads as a host's."""
     if isinstance(path, (tf.Tensor, tf.Variable)):  # inside a tf.function, say
         raise TypeError("paths must be Python strings or path-like objects, not tensors: the "
                         f"header is read while the pipeline is built; got {path!r}")
-    path = os.fspath(path)
     try:
-        text = path.decode() if isinstance(path, bytes) else path
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"{name} must be a str, bytes or os.PathLike object, not "
+                        f"{type(path).__name__} ({path!r:.80})") from None
+    try:
+        text = path.decode() if isinstance(path, bytes) else str(path)
         text.encode()
     except UnicodeError:
         raise ValueError(f"{path!r}: paths must be valid UTF-8, as TensorFlow's file functions "
@@ -422,6 +428,10 @@ def _fspath(path) -> str:
     if "\0" in text:
         raise ValueError(f"{path!r}: a path cannot hold a NUL character (\\x00), where "
                          "TensorFlow's file functions would cut it short")
+    if text.startswith("file://") and not text.startswith("file:///"):
+        raise ValueError(f"{text!r}: a file:// URL needs an absolute path, as in "
+                         "'file:///data/train.tfrecord' (TensorFlow reads what follows file:// "
+                         "up to the next slash as a host)")
     return text
 
 
@@ -596,7 +606,7 @@ def read_header(header_path) -> dict:
       >>> header["num_records"]  # doctest: +SKIP
       2000
     """
-    return _read_header(_fspath(header_path)).to_yaml()
+    return _read_header(_fspath(header_path, "header_path")).to_yaml()
 
 
 # How deep flow collections ([...], {...}) may nest in a header, as libyaml 0.2.5 allows
@@ -2248,9 +2258,9 @@ def save(
         raise ValueError(f"elements_per_batch={elements_per_batch:,} is more than save reads "
                          f"at once ({_MAX_ELEMENTS_PER_BATCH:,}) from a dataset of "
                          f"{'unknown size' if cardinality < 0 else f'{cardinality:,} elements'}")
-    tfrecord_path = _fspath(tfrecord_path)
-    header_path = _fspath(header_path) if header_path is not None else default_header_path(
-        tfrecord_path)
+    tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
+    header_path = (_fspath(header_path, "header_path") if header_path is not None
+                   else default_header_path(tfrecord_path))
     name = _basename(tfrecord_path)
     _check_names_a_file(tfrecord_path, header_path)
     if not _plain_file_name(name):
@@ -2739,7 +2749,9 @@ def _place(path: str) -> str:
 
 
 def _dirname(path: str) -> str:
-    return path.rpartition("/")[0] if "/" in path else ""
+    """The folder of `path`: "" for the working folder, "/" for the root ("/x": "" put a
+    save's records in the working folder, over a file there of that name)."""
+    return (path.rpartition("/")[0] or "/") if "/" in path else ""
 
 
 def _is_filesystem_root(folder: str) -> bool:
@@ -2756,7 +2768,7 @@ def _basename(path: str) -> str:
 
 
 def _join(folder: str, name: str) -> str:
-    return f"{folder}/{name}" if folder else name
+    return f"/{name}" if folder == "/" else f"{folder}/{name}" if folder else name
 
 
 # What sizes from the spec assume where it cannot tell: the values of an unknown dim, the bytes
@@ -4451,13 +4463,16 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
       >>> parts = [f"gs://bucket/data-part{i}" for i in range(n)]  # doctest: +SKIP
       >>> merge(parts, "gs://bucket/data")  # doctest: +SKIP
     """
-    tfrecord_path = _fspath(tfrecord_path)
-    header_path = _fspath(header_path) if header_path is not None else default_header_path(
-        tfrecord_path)
+    tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
+    header_path = (_fspath(header_path, "header_path") if header_path is not None
+                   else default_header_path(tfrecord_path))
     if isinstance(part_paths, (str, bytes, os.PathLike)):
         raise ValueError(f"part_paths must list the parts' paths; got one path, "
-                         f"{_fspath(part_paths)!r}")
-    parts = [_fspath(p) for p in part_paths]
+                         f"{_fspath(part_paths, 'part_paths')!r}")
+    if not isinstance(part_paths, collections.abc.Iterable):
+        raise TypeError(f"part_paths must list the parts' paths, not "
+                        f"{type(part_paths).__name__} ({part_paths!r:.80})")
+    parts = [_fspath(p, "each of part_paths") for p in part_paths]
     if not parts:
         raise ValueError("merge() needs at least one part")
     _check_names_a_file(tfrecord_path, header_path)
@@ -4686,11 +4701,12 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
           drop_remainder=False, shuffle_files=False, seed=None, deterministic=True,
           check_ranges=False, checked: tuple | None = None) -> tf.data.Dataset:
     """`load`; `checked`: the header and paths of `_checked_header`, where the caller has
-    read them already (and reports on that header: one read, whatever a save does since)."""
+    read them already (and reports on that header: one read, whatever a save does since),
+    and iterates the dataset at once, so that its errors name the files as given."""
     _check_not_forked("load")
-    tfrecord_path = _fspath(tfrecord_path)
-    header_path = _fspath(header_path) if header_path is not None else default_header_path(
-        tfrecord_path)
+    tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
+    header_path = (_fspath(header_path, "header_path") if header_path is not None
+                   else default_header_path(tfrecord_path))
     batch_size = _count(batch_size, "batch_size")
     original_dtypes = _flag(original_dtypes, "original_dtypes")
     drop_remainder = _flag(drop_remainder, "drop_remainder")
@@ -4718,6 +4734,10 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
         parallel=header.layout == "round_robin" or not deterministic,
         deterministic=deterministic, batch_size=batch_size, drop_remainder=drop_remainder,
         check_ranges=check_ranges, in_graph=not tf.executing_eagerly())
+    if checked is None:  # the dataset reads the files it was loaded from, after a chdir too
+        # (it read the new folder's files of those names, without a word where their record
+        # counts matched)
+        paths = [os.path.abspath(p) if "://" not in p else p for p in paths]
     paths = tf.constant(paths)
     counts = tf.constant([s.num_records for s in header.shards], tf.int64)
     if reading.shuffle_files:  # built afresh: each load draws its own seeds, as Dataset ops do
@@ -5753,9 +5773,9 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     """
     _check_eager("verify")
     _check_not_forked("verify")
-    tfrecord_path = _fspath(tfrecord_path)
-    header_path = _fspath(header_path) if header_path is not None else default_header_path(
-        tfrecord_path)
+    tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
+    header_path = (_fspath(header_path, "header_path") if header_path is not None
+                   else default_header_path(tfrecord_path))
     progress = _flag(progress, "progress")
     # One read of the header for the records checked and the summary, whatever a save in
     # another process puts in place meanwhile

@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,31 @@ def test_a_demo_that_fails_to_save_removes_the_folders_it_made(tmp_path, monkeyp
     assert "No space left on device (simulated)" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["there"]
     assert list((tmp_path / "there").iterdir()) == []
+
+
+def test_the_demo_saves_into_a_remote_folder(monkeypatch, capsys):
+    """`demo ram://DIR` saved, then failed reading the header it had written with Python's
+    `open` (helper-83); gs:// would too."""
+    monkeypatch.setattr(cli, "_time_tf_data", lambda dataset: (_ for _ in ()).throw(
+        tf.errors.ResourceExhaustedError(None, None, "timings skipped for the test")))
+    folder = f"ram://demo-{uuid.uuid4().hex}"
+    assert cli.main(["demo", folder]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {folder}/demo.tfrecord.header.yaml:\n\n# super_serial header: " in out
+    assert "identical: yes" in out
+    assert sorted(tf.io.gfile.listdir(folder)) == [
+        "demo.tfrecord-00000-of-00002", "demo.tfrecord-00001-of-00002",
+        "demo.tfrecord.header.yaml"]
+
+
+def test_a_demo_that_save_refuses_says_why_as_an_expected_error(tmp_path, capsys):
+    """save's ValueError (a folder where the records go) was called "an unexpected error; run
+    with --debug for the traceback" (helper-86)."""
+    (tmp_path / "demo.tfrecord").mkdir()
+    assert cli.main(["demo", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"super-serial: error: {str(tmp_path / 'demo.tfrecord')!r} is a folder; a "
+                   "file goes there\n")
 
 
 def test_the_demo_stands_where_its_timings_cannot_be_written(tmp_path, monkeypatch, capsys):
@@ -617,6 +643,23 @@ def test_a_newline_in_a_path_is_shown_escaped_in_an_error(tmp_path, capsys, miss
     shown = gone.replace("\n", "\\x0a")
     assert err.startswith(f"super-serial: error: {shown}: "), err
     assert err.count("\n") == 1, err
+
+
+def test_control_characters_in_a_path_are_shown_escaped(tmp_path, capsys):
+    """`inspect` and `verify` printed a folder's name as it was: an escape sequence in it
+    reached the terminal, a newline split the table's rows (helper-83). Errors escaped it."""
+    folder = tmp_path / "esc\x1b[31mred\nline"
+    tfrecord_path = str(folder / "data")
+    super_serial.save(tf.data.Dataset.range(6), tfrecord_path, num_shards=2)
+    shown = str(folder).replace("\x1b", "\\x1b").replace("\n", "\\x0a") + "/data"
+    assert cli.main(["inspect", tfrecord_path]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{shown}  (header {shown}.header.yaml)\n"), out
+    assert cli.main(["verify", tfrecord_path]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"^{re.escape(shown)}-00001-of-00002 +3 +\d+$", out, re.M), out
+    assert f" match {shown}.header.yaml (" in out
+    assert "\x1b" not in out
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")

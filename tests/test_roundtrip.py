@@ -870,6 +870,104 @@ def test_default_header_path_pathlike(tmp_path):
     assert_same_elements(dataset, super_serial.load(tfrecord))
 
 
+def test_a_str_subclass_path_is_saved_as_a_plain_str(tmp_path, monkeypatch):
+    """`np.str_` paths (from an array or a pandas column): the header's file name was the
+    subclass, which PyYAML's safe dumper refused, blamed on the schema ("the header could
+    not be written as UTF-8 YAML"; helper-83)."""
+    monkeypatch.chdir(tmp_path)
+    dataset = tf.data.Dataset.range(3)
+    for path, name in ((np.str_("a.tfrecord"), "a.tfrecord"),
+                       (np.bytes_(b"b.tfrecord"), "b.tfrecord")):
+        super_serial.save(dataset, path)
+        assert_same_elements(dataset, super_serial.load(path))
+        assert type(super_serial.default_header_path(path)) is str
+        assert super_serial.read_header(f"{name}.header.yaml")["shards"][0]["file"] == name
+
+
+def test_paths_of_the_wrong_type_name_their_argument(tmp_path):
+    """`save(ds, "a.tfrecord", 123)` said "expected str, bytes or os.PathLike object, not
+    int", and `merge(123, ...)` "'int' object is not iterable" (helper-86)."""
+    dataset, path = tf.data.Dataset.range(3), str(tmp_path / "a.tfrecord")
+    super_serial.save(dataset, path)
+    calls = {
+        "header_path": lambda: super_serial.save(dataset, path, 123),
+        "tfrecord_path": lambda: super_serial.load(1.5),
+        "each of part_paths": lambda: super_serial.merge([path, None], path + "m"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"^{name} must be a str, bytes or os.PathLike "
+                                            "object, not (int|float|NoneType) "):
+            call()
+    with pytest.raises(TypeError, match=r"^part_paths must list the parts' paths, not int "
+                                        r"\(123\)$"):
+        super_serial.merge(123, path + "m")
+    assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "a.tfrecord.header.yaml"]
+
+
+@pytest.mark.parametrize("url", ["file://rel.tfrecord", "file://sub/x.tfrecord",
+                                 "file://localhost/tmp/x.tfrecord"])
+def test_a_file_url_of_a_relative_path_is_refused(url, tmp_path, monkeypatch):
+    """super_serial read what follows file:// as a local path, TensorFlow as a host and then
+    a path: a save of "file://rel.tfrecord" failed and left a temporary behind, one of
+    "file://sub/x.tfrecord" with GZIP wrote /x.tfrecord (helper-83)."""
+    monkeypatch.chdir(tmp_path)
+    dataset = tf.data.Dataset.range(3)
+    problem = re.escape(f"{url!r}: a file:// URL needs an absolute path")
+    with pytest.raises(ValueError, match=problem):
+        super_serial.save(dataset, url, compression="GZIP")
+    for call in (super_serial.load, super_serial.verify):
+        with pytest.raises(ValueError, match=problem):
+            call(url)
+    assert os.listdir(tmp_path) == []
+    super_serial.save(dataset, f"file://{tmp_path}/abs.tfrecord")  # file:///... as before
+    assert_same_elements(dataset, super_serial.load(str(tmp_path / "abs.tfrecord")))
+
+
+def test_a_loaded_dataset_reads_its_files_after_a_chdir(tmp_path, monkeypatch):
+    """Relative paths were kept as they were: after a chdir, the dataset read the new
+    folder's files of those names, without a word where their record counts matched
+    (helper-83)."""
+    for folder, start in (("a", 0), ("b", 100)):
+        (tmp_path / folder).mkdir()
+        super_serial.save(tf.data.Dataset.range(start, start + 10),
+                          str(tmp_path / folder / "data.tfrecord"), num_shards=2)
+    monkeypatch.chdir(tmp_path / "a")
+    loaded = super_serial.load("data.tfrecord")
+    monkeypatch.chdir(tmp_path / "b")
+    assert_same_elements(tf.data.Dataset.range(10), loaded)
+
+
+def test_paths_directly_under_the_root_folder():
+    """`_dirname("/x")` was "", the working folder: a save to "/x.tfrecord" wrote its records
+    there, over a file of that name, and the header in / (helper-83). A save there itself
+    needs the right to write in /, so the path functions it goes through are checked."""
+    assert core._dirname("/x.tfrecord") == "/" and core._dirname("//x") == "/"
+    assert core._join(core._dirname("/x.tfrecord"), "y") == "/y"
+    assert core._dirname("x.tfrecord") == "" and core._join("", "y") == "y"
+    assert core._dirname("gs://b/x") == "gs://b" and core._join("gs:/", "b") == "gs://b"
+    header = core._Header((), None, 1, (core._Shard("x.tfrecord-00000-of-00002", 1, 1),
+                                        core._Shard("x.tfrecord-00001-of-00002", 1, 1)),
+                          None, 1, "round_robin", 3, None)
+    assert core._shard_paths(header, "/x.tfrecord") == [
+        "/x.tfrecord-00000-of-00002", "/x.tfrecord-00001-of-00002"]
+    assert core._dirname(core._temp_name("/x.tfrecord", "0" * 12, "")) == "/"
+
+
+@pytest.mark.skipif(not os.access("/", os.W_OK), reason="needs the right to write in /")
+def test_a_save_directly_under_the_root_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name = f"super_serial_test_{os.getpid()}.tfrecord"
+    Path(name).write_text("not to be replaced")
+    dataset = tf.data.Dataset.range(3)
+    try:
+        super_serial.save(dataset, "/" + name, num_shards=2)
+        assert os.listdir(tmp_path) == [name] and Path(name).read_text() == "not to be replaced"
+        assert_same_elements(dataset, super_serial.load("/" + name))
+    finally:
+        for leftover in Path("/").glob(name + "*"):
+            leftover.unlink()
+
+
 def test_load_without_default_header_fails(tmp_path):
     tfrecord = str(tmp_path / "data.tfrecord")
     super_serial.save(tf.data.Dataset.range(2), tfrecord, str(tmp_path / "elsewhere.yaml"))
