@@ -4742,7 +4742,11 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
     counts = tf.constant([s.num_records for s in header.shards], tf.int64)
     if reading.shuffle_files:  # built afresh: each load draws its own seeds, as Dataset ops do
         return _Pipeline(header, original_dtypes, reading).build(paths, counts, seed=seed)
-    return _pipeline(header, original_dtypes, reading)(paths, counts)
+    pipeline = _pipeline(header, original_dtypes, reading)
+    # In a graph, built in it: a call of the traced function there is a stateful op, which
+    # tf.data refuses to checkpoint in a dataset's function ("StatefulPartitionedCall is
+    # stateful": an iterator over an interleave of loads)
+    return pipeline.build(paths, counts) if reading.in_graph else pipeline(paths, counts)
 
 
 def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list]:
@@ -4938,7 +4942,8 @@ def _pipeline(header: _Header, original_dtypes: bool, reading: _Reading) -> _Pip
         if pipeline is None:
             with tf.init_scope():  # traced as if eagerly, also when load() runs in a tf.function
                 pipeline = _Pipeline(header, original_dtypes, reading)
-                pipeline.trace()
+                if not reading.in_graph:  # built in the graph there (`_load`)
+                    pipeline.trace()
         _PIPELINES[key] = pipeline
         while len(_PIPELINES) > _PIPELINES_KEPT:
             _PIPELINES.popitem(last=False)
@@ -4950,7 +4955,7 @@ class _Pipeline:
 
     `build` makes it with Dataset methods. `__call__` runs one traced function that builds the
     same dataset: in eager mode each dataset op costs about a millisecond and each map function
-    traced several, and a load of one file needs a dozen of them.
+    traced several, and a load of one file needs a dozen of them. (Loads in a graph build it.)
     """
 
     def __init__(self, header: _Header, original_dtypes: bool, reading: _Reading):

@@ -108,7 +108,9 @@ def test_loads_in_a_graph_share_a_pipeline_of_their_own_without_one_device_marks
                                                                                  monkeypatch):
     """Eager loads share a pipeline whose functions are marked one-device; loads in a graph (a
     tf.function here, or a tf.data function) share another whose functions are not: marked
-    ones broke loads inside a flat_map's function (test_roundtrip)."""
+    ones broke loads inside a flat_map's function (test_roundtrip). That one builds the
+    dataset in the graph, where a call of a traced function could not be checkpointed
+    (test_shards)."""
     super_serial.save(dataset(8), paths[0], paths[1])
 
     def total():
@@ -116,9 +118,13 @@ def test_loads_in_a_graph_share_a_pipeline_of_their_own_without_one_device_marks
             tf.constant(0, tf.int64), lambda acc, e: acc + e["id"])
 
     monkeypatch.setattr(core, "_PIPELINES", core._PIPELINES.__class__())  # other tests' loads
-    assert int(tf.function(total)()) == sum(range(8))
+    traced = tf.function(total)
+    assert int(traced()) == sum(range(8))
     [in_graph] = pipelines_for(paths[0], paths[1])
-    assert in_graph.reading.in_graph and one_device_functions(in_graph) == []
+    assert in_graph.reading.in_graph and in_graph.function is None
+    graph = traced.get_concrete_function().graph.as_graph_def()
+    assert "ParseExampleV2" in {n.op for f in graph.library.function for n in f.node_def}
+    assert [f for f in graph.library.function if f.attr["experimental_ints_on_device"].b] == []
     assert_same_elements(dataset(8), super_serial.load(paths[0], paths[1]))
     [eager] = [p for p in pipelines_for(paths[0], paths[1]) if p is not in_graph]
     assert not eager.reading.in_graph and one_device_functions(eager)

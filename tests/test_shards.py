@@ -478,6 +478,35 @@ def test_an_iterator_checkpoint_restores_the_rest_in_order(paths, tmp_path, smal
         assert _elements(restored) == everything[taken:] == _elements(iterator)
 
 
+@pytest.mark.parametrize("batch_size", [None, 4])
+@pytest.mark.parametrize("through", ["interleave", "flat_map"])
+def test_an_iterator_over_loads_in_a_datasets_function_checkpoints(paths, tmp_path, through,
+                                                                   batch_size):
+    """load() called in an interleave's or flat_map's function (several saved datasets read
+    together): saving the iterator's checkpoint failed, "StatefulPartitionedCall is stateful",
+    naming neither super_serial nor a file; load gave the call of its traced function there
+    (helper-87). Now restored, it goes on with what was left."""
+    tfrecord_path, _ = paths
+    save(flat_dict(), tfrecord_path, num_shards=2)
+
+    def pipeline():
+        loads = tf.data.Dataset.range(3)
+        if through == "interleave":
+            return loads.interleave(lambda i: load(tfrecord_path, batch_size=batch_size),
+                                    cycle_length=2, num_parallel_calls=2, deterministic=True)
+        return loads.flat_map(lambda i: load(tfrecord_path, batch_size=batch_size))
+
+    everything = _elements(pipeline())
+    assert len(everything) == 3 * len(_elements(load(tfrecord_path, batch_size=batch_size)))
+    iterator = iter(pipeline())
+    for _ in range(5):
+        next(iterator)
+    saved = tf.train.Checkpoint(iterator=iterator).save(str(tmp_path / "ckpt"))
+    restored = iter(pipeline())
+    tf.train.Checkpoint(iterator=restored).restore(saved).assert_consumed()
+    assert _elements(restored) == everything[5:] == _elements(iterator)
+
+
 def test_symbolic_checkpoints_are_refused_past_a_files_first_block(paths, tmp_path,
                                                                   small_blocks):
     """The README's words: TensorFlow refuses symbolic checkpoints (no buffers) of a load
