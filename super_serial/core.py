@@ -598,8 +598,9 @@ def read_header(header_path) -> dict:
       their `version` is 0).
 
     Raises:
-      HeaderError: The file is missing, is not safe YAML, or has an invalid field.
-      ValueError, TypeError: The path is not UTF-8, or is a tensor.
+      HeaderError: The file is missing or cannot be read (no filesystem for its scheme, say),
+        is not safe YAML (records, say: the paths swapped), or has an invalid field.
+      ValueError, TypeError: The path is not UTF-8, or is a tensor or of another type.
 
     Example:
       >>> header = read_header("data.tfrecord.header.yaml")  # doctest: +SKIP
@@ -769,7 +770,12 @@ def _header_bytes(header_path: str, tfrecord_path: str | None) -> bytes:
         raise HeaderError(f"{header_path}: {kind}, not a header file")
     while True:
         refused = None
-        if tf.io.gfile.exists(header_path):
+        try:
+            there = tf.io.gfile.exists(header_path)
+        except tf.errors.OpError as e:  # no filesystem for its scheme ("foo://"), say
+            raise HeaderError(f"{header_path}: cannot read header: "
+                              f"{_file_reason(header_path, e)}") from None
+        if there:
             try:
                 with tf.io.gfile.GFile(header_path, "rb") as f:
                     return f.read(_MAX_HEADER_BYTES + 1)
@@ -1080,7 +1086,8 @@ class _HeaderParser:
         if sparse and self.version < _SPARSE_VERSION:
             self.fail(f"{field}.sparse", f"sparse features need format version "
                                          f"{_SPARSE_VERSION}; the header says {self.version}")
-        shape = self.parse_shape(raw.get("shape"), f"{field}.shape", sparse)
+        shape = self.parse_shape(self.get(raw, "shape", f"{field}.shape", object),
+                                 f"{field}.shape", sparse)
         encoding = self.get(raw, "encoding", f"{field}.encoding", str)
         if encoding not in _LEGAL_ENCODINGS[dtype_name]:
             legal = sorted(_LEGAL_ENCODINGS[dtype_name])
@@ -1131,8 +1138,8 @@ class _HeaderParser:
         if not isinstance(raw, list) or not all(
             d is None or (_is_kind(d, int) and d >= 0) for d in raw
         ):
-            self.fail(field, f"expected a list of non-negative integers or null, found "
-                             f"{_short(raw)}")
+            self.fail(field, f"expected a list of dims, each a non-negative integer or null "
+                             f"(unknown), found {_short(raw)}")
         if len(raw) > 32:
             self.fail(field, f"rank {len(raw)} is more than 32")
         if sparse and any(d is not None and d >= 2**63 for d in raw):
@@ -1169,7 +1176,8 @@ class _HeaderParser:
             dtype = _DTYPES_BY_ENUM.get(enum)
             if dtype is None:
                 self.fail(f"{field}.dtype", f"unknown tf.DType enum {enum}")
-            shape = self.parse_shape(value.get("shape"), f"{field}.shape")
+            shape = self.parse_shape(self.get(value, "shape", f"{field}.shape", object),
+                                     f"{field}.shape")
             if None in shape:
                 self.fail(f"{field}.shape", "the original format needs fully known shapes")
             self.check_size(f"{field}.shape", shape, dtype)
@@ -4662,10 +4670,10 @@ def load(
       A `tf.data.Dataset` with the saved element structure, dtypes and shapes.
 
     Raises:
-      HeaderError: The header is missing or invalid, or lists none of the record files named
-        for `tfrecord_path` while one is there (a pair copied under another name). Where a
-        save in another process is putting its files in place there, `load` first waits for
-        its new header, up to 2 s.
+      HeaderError: The header is missing, cannot be read, or is invalid, or lists none of the
+        record files named for `tfrecord_path` while one is there (a pair copied under
+        another name). Where a save in another process is putting its files in place there,
+        `load` first waits for its new header, up to 2 s.
       CorruptDataError: A record file is missing or cannot be opened, its size differs from
         the header's, or it is too small for the records and shapes the header gives.
       ValueError: An option has an invalid value, or one that would do nothing (`seed`
@@ -5765,7 +5773,7 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
       A summary: `{"num_records": ..., "files": [...], "header": header dict}`.
 
     Raises:
-      HeaderError: The header is missing or invalid.
+      HeaderError: The header is missing, cannot be read, or is invalid.
       CorruptDataError: The first problem found, naming the file (and record and feature).
       ValueError: `progress` is not a bool, or a path is not UTF-8.
       TypeError: A path is a tensor.

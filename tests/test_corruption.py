@@ -737,6 +737,20 @@ def test_a_header_in_a_folder_that_cannot_be_searched_is_not_called_missing(save
             call(*args)
 
 
+def test_a_scheme_tensorflow_cannot_read_is_a_header_error(tmp_path):
+    """load, verify, read_header and merge on "foo://..." let TensorFlow's
+    UnimplementedError through (helper-86); save's is "nothing was saved"."""
+    path = "foo://bucket/data.tfrecord"
+    reason = "cannot read header: File system scheme 'foo' not implemented"
+    for call in (load, verify):
+        with pytest.raises(HeaderError, match=re.escape(f"{path}.header.yaml: {reason}")):
+            call(path)
+    with pytest.raises(HeaderError, match=re.escape(f"{path}: {reason}")):
+        read_header(path)
+    with pytest.raises(HeaderError, match=re.escape(f"foo://bucket/a.header.yaml: {reason}")):
+        merge(["foo://bucket/a"], path)
+
+
 def test_default_header_missing(paths):
     tfrecord_path, _ = paths
     save(dataset(5), tfrecord_path, tfrecord_path + ".other.yaml")

@@ -901,3 +901,28 @@ def test_ragged_rank_0_with_an_unknown_inner_dim_is_refused(tmp_path):
     with pytest.raises(HeaderError, match=r"field 'features\.r\.shape': with ragged_rank 0 "
                                           r"only the first dim may be unknown"):
         read_header(header_path)
+
+
+def test_a_missing_or_null_shape_is_named_as_such(tmp_path):
+    """A missing `shape` said "expected a list of non-negative integers or null, found None",
+    which read as a contradiction (helper-86); a missing `dtype` said "missing"."""
+    path = str(tmp_path / "d.tfrecord")
+    save(tf.data.Dataset.from_tensor_slices({"x": np.arange(4)}), path)
+    header_path = path + ".header.yaml"
+    edit_header(header_path, lambda header: header["features"]["x"].pop("shape"))
+    with pytest.raises(HeaderError, match=re.escape(
+            f"{header_path}: field 'features.x.shape': missing") + "$"):
+        read_header(header_path)
+    edit_header(header_path, lambda header: header["features"]["x"].update(shape=None))
+    with pytest.raises(HeaderError, match=re.escape(
+            "field 'features.x.shape': expected a list of dims, each a non-negative integer "
+            "or null (unknown), found None")):
+        read_header(header_path)
+
+
+def test_a_missing_shape_in_an_original_module_header_is_named_as_such(tmp_path):
+    header_path = tmp_path / "old.header"
+    header_path.write_text("x: {dtype: 9}\n")
+    with pytest.raises(HeaderError, match=re.escape(
+            f"{header_path}: field 'x.shape': missing") + "$"):
+        read_header(str(header_path))
