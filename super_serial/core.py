@@ -5815,7 +5815,7 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     except (tf.errors.OpError, UnicodeDecodeError) as e:
         if _is_not_an_example(e):
             raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
-        raise CorruptDataError(_unparsed_strings(_tf_message(e), header)) from None
+        raise CorruptDataError(_parse_failure(_tf_message(e), header)) from None
     finally:
         meter.close()
     if header.compression:
@@ -5857,10 +5857,34 @@ def _check_read_to_end(paths: list, compression: str, block_records: int):
                            f"{compression} files read together, and on none by itself")
 
 
-# TensorFlow's parse error for a record whose string feature of known shape holds another
-# number of strings: no count, unlike for numbers ("Number of int64 values != expected")
+# TensorFlow's parse errors for a record's feature (its file, the record's index in it, the
+# feature's key; "Index" is the record's in the block parsed): for one of known shape holding
+# another number of numbers, or of another type...
+_MISCOUNTED = re.compile(r"Name: (.+):(\d+), Key: (.+), Index: \d+\.\s+Number of (\w+) values "
+                         r"!= expected\.\s+Values size: (\d+) but output shape: \[([\d, ]*)\]")
+_MISTYPED = re.compile(r"Name: (.+):(\d+), Key: (.+), Index: \d+\.\s+Data types don't match\. "
+                       r"Data type: (\w+) but expected type: (\w+)")
+_LISTS = {"float": "a FloatList", "int64": "an Int64List", "string": "a BytesList"}
+# ... and for a string feature of known shape holding another number of strings: no count
 _UNPARSED = re.compile(r"Name: (.+):(\d+), Key: (.+), Index: \d+\.\s+Can't parse serialized "
                        r"Example\.?$")
+
+
+def _parse_failure(message: str, header: _Header) -> str:
+    """`message`, TensorFlow's error parsing a record, in verify's words where it says what
+    a feature of the record holds: "<file>: record <n>: feature 'x': expected 2 float values,
+    found 3" (its "Index" read as a second record number), "... holds an Int64List, where the
+    header gives a FloatList", or the strings counted (`_unparsed_strings`)."""
+    found = _MISCOUNTED.search(message)
+    if found:
+        expected = math.prod(int(d) for d in found[6].split(",") if d.strip())
+        return (f"{found[1]}: record {found[2]}: {_named(found[3])}: expected {expected} "
+                f"{found[4]} value{'s' if expected != 1 else ''}, found {found[5]}")
+    found = _MISTYPED.search(message)
+    if found and found[4] in _LISTS and found[5] in _LISTS:
+        return (f"{found[1]}: record {found[2]}: {_named(found[3])}: holds {_LISTS[found[4]]}, "
+                f"where the header gives {_LISTS[found[5]]}")
+    return _unparsed_strings(message, header)
 
 
 def _unparsed_strings(message: str, header: _Header) -> str:

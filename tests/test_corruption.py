@@ -637,6 +637,26 @@ def test_verify_counts_the_strings_of_a_raw_feature_tensorflow_cannot_parse(path
                                "(its raw bytes), found 2")
 
 
+@pytest.mark.parametrize("values, kind, problem", [
+    ([1.0, 2.0, 3.0], "float_list", "expected 2 float values, found 3"),
+    ([1.0], "float_list", "expected 2 float values, found 1"),
+    ([1, 2], "int64_list", "holds an Int64List, where the header gives a FloatList"),
+    ([b"a"], "bytes_list", "holds a BytesList, where the header gives a FloatList"),
+])
+def test_verify_says_what_a_record_holds_that_tensorflow_cannot_parse(paths, values, kind,
+                                                                      problem):
+    """verify gave TensorFlow's own text: "Name: <file>:17, Key: x, Index: 17.  Number of
+    float values != expected.  Values size: 3 but output shape: [2]", whose "Index" (the
+    record's in the block parsed) read as a second record number (helper-86)."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"x": np.ones([300, 2], np.float32)}),
+         tfrecord_path, header_path)
+    edit_examples(tfrecord_path, header_path, {257: {"x": values}}, kind)
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value) == f"{tfrecord_path}: record 257: feature 'x': {problem}"
+
+
 def test_of_several_failing_checks_the_first_feature_is_named(paths):
     """Records failing the checks of two features: the message is always the one of the
     feature that comes first (in the order of the structure)."""
