@@ -770,6 +770,13 @@ def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys)
     assert ("\n1 file; no layout or block size in this header (load reads it in blocks of "
             "at most 256)\n") in out
     assert "layout sequential" not in out and "per block" not in out
+    # --json: no counts or sizes where the header has none (helper-77's mutation sweep, X5)
+    assert cli.main(["inspect", str(golden / "images.tfrecord"),
+                     "--header", str(golden / "images.header"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["version"] == 0 and info["num_records"] is None and info["num_bytes"] is None
+    assert info["shards"] == [{"file": "images.tfrecord", "num_records": None,
+                               "num_bytes": None}]
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "head"])

@@ -725,6 +725,21 @@ def test_merging_one_part_where_an_earlier_save_left_records(tmp_path, options):
     assert_same_elements(full, load(tfrecord_path))
 
 
+def test_merge_takes_parts_nested_as_deep_as_save_writes(tmp_path):
+    """256 levels, the most `save` writes, merge; the bound is not one short (helper-77's
+    mutation sweep, S8)."""
+    element = tf.constant([1.5])
+    for _ in range(core._MAX_NESTING):
+        element = {"a": element}
+    parts = [str(tmp_path / f"part{i}") for i in range(2)]
+    for part in parts:
+        save(tf.data.Dataset.from_tensors(element), part)
+    deepest = max(len(f["path"]) for f in read_header(parts[0] + ".header.yaml")[
+        "features"].values())
+    assert deepest == core._MAX_NESTING
+    assert merge(parts, str(tmp_path / "merged"))["num_records"] == 2
+
+
 def test_merge_refuses_parts_nested_deeper_than_save_writes(tmp_path, monkeypatch):
     """Headers of up to 400 levels (earlier saves wrote about 330) load, but writing one that
     deep ran PyYAML out of stack: merge raised a bare RecursionError."""
