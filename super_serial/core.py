@@ -3494,7 +3494,10 @@ def _rows(leaf) -> int:
 
 
 try:  # optional (super_serial[fast]): CRC32C in C, so that save can frame records itself
-    import google_crc32c
+    with warnings.catch_warnings():  # its pure-Python fallback (no wheel with its C code for
+        # the Python) warns on import, an error under -W error; save does not use it then
+        warnings.simplefilter("ignore", RuntimeWarning)
+        import google_crc32c
 except ImportError:  # pragma: no cover - depends on what is installed
     google_crc32c = None
 

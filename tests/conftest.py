@@ -153,6 +153,8 @@ def paths(tmp_path):
 def yaml_loader(request, monkeypatch):
     """Headers are read with libyaml's loader when PyYAML has it, else PyYAML's own (bounded
     as libyaml is: `core._SafeLoader`): both must read (and refuse) the same documents."""
+    if not hasattr(yaml, request.param):  # PyYAML built without libyaml: no CSafeLoader
+        pytest.skip(f"PyYAML {yaml.__version__} has no {request.param} (built without libyaml)")
     loader = core._SafeLoader if request.param == "SafeLoader" else getattr(yaml, request.param)
     monkeypatch.setattr(core, "_YAML_LOADER", loader)
     return loader
