@@ -1244,6 +1244,9 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
         deepest = max(header.features, key=lambda f: len(f.path))
         raise SchemaError(f"{source} cannot hold feature {_short(deepest.name)}: its element "
                           f"structure nests {len(deepest.path)} levels deep") from None
+    problem = _beyond_header_limits(text.encode(), header)  # its features' part of it: checked
+    if problem:  # again at the end, with every record file listed (`_write_header`)
+        raise SchemaError(f"{source} {problem}")
     if back.schema() != header.schema():
         changed = [f.name for f, r in zip(header.features, back.features) if f != r]
         what = f"feature {changed[0]!r}" if changed else "the element structure"
@@ -4364,18 +4367,25 @@ def _write_header(path: str, header: _Header, header_path: str):
     `_MAX_HEADER_VALUES`)."""
     text = ("# super_serial header: the schema of the tf.train.Example records beside it.\n"
             + _header_text(header)).encode()
-    parts = f"(its {len(header.features):,} features and {len(header.shards):,} record files)"
-    if len(text) > _MAX_HEADER_BYTES:
-        raise SchemaError(f"{header_path}: nothing was written: the header would take "
-                          f"{len(text):,} bytes, more than the {_MAX_HEADER_BYTES:,} load reads "
-                          f"{parts}")
-    values = _values_at_most(text)
-    if values > _MAX_HEADER_VALUES:
-        raise SchemaError(f"{header_path}: nothing was written: the header could hold up to "
-                          f"{values:,} values, more than the {_MAX_HEADER_VALUES:,} load reads "
-                          f"{parts}")
+    problem = _beyond_header_limits(text, header)
+    if problem:
+        raise SchemaError(f"{header_path}: nothing was written: the header {problem}")
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(text)
+
+
+def _beyond_header_limits(text: bytes, header: _Header) -> str | None:
+    """How the header's `text` passes what load reads (`_MAX_HEADER_BYTES`,
+    `_MAX_HEADER_VALUES`), if it does."""
+    parts = f"(its {len(header.features):,} features and {len(header.shards):,} record files)"
+    if len(text) > _MAX_HEADER_BYTES:
+        return (f"would take {len(text):,} bytes, more than the {_MAX_HEADER_BYTES:,} load "
+                f"reads {parts}")
+    values = _values_at_most(text)
+    if values > _MAX_HEADER_VALUES:
+        return (f"could hold up to {values:,} values, more than the {_MAX_HEADER_VALUES:,} load "
+                f"reads {parts}")
+    return None
 
 
 def _header_text(header: _Header) -> str:

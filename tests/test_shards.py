@@ -846,6 +846,33 @@ def test_a_header_past_its_limit_is_not_written(tmp_path, paths, monkeypatch):
     assert sorted(p.name for p in folder.iterdir()) == before
 
 
+@pytest.mark.parametrize("limit", ["_MAX_HEADER_BYTES", "_MAX_HEADER_VALUES"])
+def test_a_header_whose_features_pass_its_limit_is_refused_before_reading(tmp_path, paths,
+                                                                         monkeypatch, limit):
+    """Features alone can pass what a header may hold (30 names of 10,000 commas: 1.2 million
+    values): save refused only when it wrote the header, after every element was read and
+    written (helper-85). Now before it reads any."""
+    tfrecord_path, header_path = paths
+    read = []
+
+    def elements():
+        for i in range(3):
+            read.append(i)
+            yield {"a": i, "b": float(i)}
+
+    dataset = tf.data.Dataset.from_generator(elements, output_signature={
+        "a": tf.TensorSpec([], tf.int64), "b": tf.TensorSpec([], tf.float32)})
+    monkeypatch.setattr(core, "_READ_BACK", set())
+    monkeypatch.setattr(core, limit, 20)  # the features' part takes more
+    what = "would take [\\d,]+ bytes" if limit == "_MAX_HEADER_BYTES" else (
+        "could hold up to [\\d,]+ values")
+    with pytest.raises(SchemaError, match=re.escape(f"{tfrecord_path}: nothing was written: the "
+                                                    "header ") + what + r", more than the 20 "
+                                          r"load reads \(its 2 features and 1 record files\)"):
+        save(dataset, tfrecord_path, header_path)
+    assert read == [] and list(tmp_path.iterdir()) == []
+
+
 def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
     parts = save_parts(tmp_path, flat_dict(), [{}, {}])
     part0_header = (tmp_path / "data.tfrecord-part0.header.yaml").read_bytes()
