@@ -4500,7 +4500,6 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     _check_not_folders([tfrecord_path, header_path])  # as save's `_check_paths`
     _check_name_length(header_path, _basename(header_path))  # not at the rename, as TF's error
     _check_header_not_on_records(tfrecord_path, header_path)
-    _check_header_not_over_records(header_path)
     places: dict = {}  # each part's place, resolved once: 2,000 parts compared pairwise took 14 s
     for i, part in enumerate(parts):
         if places.setdefault(_place(part), i) != i:
@@ -4542,6 +4541,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
                 raise SchemaError(f"{part}: its {what} {differ} of {parts[0]}{where}")
         headers.append(header)
     _check_part_files(parts, headers, tfrecord_path, header_path)
+    _check_header_not_over_records(header_path)  # records of none of the parts
     shards = tuple(s for h in headers for s in h.shards)
     # One block size for all files: the smallest, so that no part's records are parsed in
     # blocks far past _TARGET_BLOCK_BYTES (the first part's, of small elements, made 195 MiB

@@ -1082,12 +1082,14 @@ def test_merge_refuses_a_header_over_records_or_on_a_folders_name(tmp_path):
     """As save does (helper-86): a header path holding another save's records, and one that
     names a folder ("headers/", which failed at the rename, naming a temporary)."""
     parts = save_parts(tmp_path, flat_dict(), [{}, {}])
+    other = str(tmp_path / "other.tfrecord")
+    save(flat_dict(), other, compression="GZIP")
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     merged = str(tmp_path / "merged")
     with pytest.raises(ValueError, match=re.escape(
-            f"header_path {parts[0]!r} holds TFRecord records, which the header would "
+            f"header_path {other!r} holds GZIP-compressed records, which the header would "
             "replace")):
-        merge(parts, merged, parts[0])
+        merge(parts, merged, other)
     folder = str(tmp_path / "headers") + "/"
     with pytest.raises(ValueError, match=re.escape(f"{folder!r} names a folder, not a file")):
         merge(parts, merged, folder)
