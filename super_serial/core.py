@@ -4720,10 +4720,12 @@ def load(
 
 def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
           drop_remainder=False, shuffle_files=False, seed=None, deterministic=True,
-          check_ranges=False, checked: tuple | None = None) -> tf.data.Dataset:
-    """`load`; `checked`: the header and paths of `_checked_header`, where the caller has
-    read them already (and reports on that header: one read, whatever a save does since),
-    and iterates the dataset at once, so that its errors name the files as given."""
+          verifying=False, checked: tuple | None = None) -> tf.data.Dataset:
+    """`load`; `verifying`: verify's dataset, of the records' count in each block checked
+    (`_Reading.check_only`) with its range checks too (`_Reading.check_ranges`); `checked`:
+    the header and paths of `_checked_header`, where the caller has read them already (and
+    reports on that header: one read, whatever a save does since), and iterates the dataset
+    at once, so that its errors name the files as given."""
     _check_not_forked("load")
     tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
     header_path = (_fspath(header_path, "header_path") if header_path is not None
@@ -4754,7 +4756,8 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
         one_file=len(paths) == 1, shuffle_files=shuffle_files and len(paths) > 1,
         parallel=header.layout == "round_robin" or not deterministic,
         deterministic=deterministic, batch_size=batch_size, drop_remainder=drop_remainder,
-        check_ranges=check_ranges, in_graph=not tf.executing_eagerly())
+        check_ranges=verifying, check_only=verifying,
+        in_graph=not tf.executing_eagerly())
     if checked is None:  # the dataset reads the files it was loaded from, after a chdir too
         # (it read the new folder's files of those names, without a word where their record
         # counts matched)
@@ -4944,6 +4947,10 @@ class _Reading:
     batch_size: int | None
     drop_remainder: bool
     check_ranges: bool = False  # integers restored to a narrower dtype must fit it (verify)
+    # Each block's records checked and decoded, and their count given, not the elements
+    # (verify): a batch of elements of unknown shape is ragged, its row splits an int64 a row,
+    # so elements of zero size with 2**40 rows took all memory, or TensorFlow looped over them
+    check_only: bool = False
     # load() called in a graph (a tf.function, or a tf.data function such as flat_map's): its
     # functions are not marked one-device (`_ONE_DEVICE_FUNCTION`)
     in_graph: bool = False
@@ -5007,6 +5014,8 @@ class _Pipeline:
         decoder, reading = self.decoder, self.reading
         blocks = self.blocks(paths, counts, seed)
         captured = (paths[0], counts[0]) if reading.one_file else ()
+        if reading.check_only:
+            return _map(blocks, decoder.check_block, captured, reading.deterministic)
         dataset = _map(blocks, decoder.decode_block, captured, reading.deterministic,
                        unbatch=not decoder.whole_blocks)
         if decoder.whole_blocks:
@@ -5413,6 +5422,14 @@ class _Decoder:
                       for decode, empty in zip(decoders, self.empty)]
         return tuple(leaves) if self.element_map else self.pack(leaves)
 
+    @tf.autograph.experimental.do_not_convert
+    def check_block(self, index, serialized, *file):
+        """`decode_block`'s checks and decoding run, for the number of records in the block."""
+        decoded = tf.nest.flatten(self.decode_block(index, serialized, *file),
+                                  expand_composites=True)
+        with tf.control_dependencies(decoded):
+            return tf.size(serialized, out_type=tf.int64)
+
     def finishing(self, element_spec):
         """The function that makes each element (`_map_inline`) of an unbatched block of
         `decode_block`, and the structure it gives.
@@ -5593,9 +5610,8 @@ class _Decoder:
             negative = lengths.with_flat_values(tf.cast(lengths.flat_values < 0, tf.int64))
             any_negative = _row_sums(negative) > 0
             below = _row_sums(lengths.with_flat_values(tf.minimum(lengths.flat_values, 0)))
-            as_float = lengths.with_flat_values(tf.cast(lengths.flat_values, tf.float64))
             checks.add(tf.logical_and(tf.logical_not(any_negative), tf.equal(
-                tf.cast(sums[k], tf.float64), _row_sums(as_float))), f,
+                tf.cast(sums[k], tf.float64), _float_row_sums(lengths))), f,
                 f"row lengths of level {k} are negative or too large",
                 found=tf.where(any_negative, below, sums[k]))
         inner = math.prod(f.inner_shape)
@@ -5652,6 +5668,14 @@ def _uniform_rows(values, length: int, nrows, splits_dtype):
     scalar of that dtype) given: a length of 0 cannot tell them from the values."""
     return tf.RaggedTensor.from_uniform_row_length(
         values, tf.constant(length, splits_dtype), nrows=nrows)
+
+
+def _float_row_sums(ragged):
+    """The sum of each row of a 2-D ragged tensor of integers, in float64, each row by itself:
+    through `_row_sums`' running sum, one huge row's sum swallowed the rows after it in the
+    block (their sums came to 0), which then failed their checks too."""
+    return tf.math.unsorted_segment_sum(tf.cast(ragged.values, tf.float64),
+                                        ragged.value_rowids(), ragged.nrows())
 
 
 def _row_sums(ragged):
@@ -5806,23 +5830,24 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     # One read of the header for the records checked and the summary, whatever a save in
     # another process puts in place meanwhile
     header, paths = _checked_header(header_path, tfrecord_path)
-    # About _TARGET_BLOCK_BYTES at a time, by the records' size on disk where the header
-    # gives it, and at least a block: batches of at least 256 records read 128 MB at once
-    # where a block was 8 records of 500 kB, and batches of a block read 3 records at a time
-    # where the spec's guess made blocks of 3 records of 63 bytes (3.5 times the time)
+    # Blocks of about _TARGET_BLOCK_BYTES, by the records' size on disk where the header
+    # gives it, and at least the header's block: batches of at least 256 records read 128 MB
+    # at once where a block was 8 records of 500 kB, and batches of a block read 3 records at
+    # a time where the spec's guess made blocks of 3 records of 63 bytes (3.5 times the time)
     total_bytes = sum(s.num_bytes for s in header.shards) if all(
         s.num_bytes is not None for s in header.shards) else None
     batch = header.block_records
     if header.num_records and total_bytes is not None:
         batch = max(batch, _records_per_block(total_bytes // header.num_records, 1024))
-    dataset = _load(tfrecord_path, header_path, batch_size=batch, check_ranges=True,
-                    checked=(header, paths)).with_options(_OWN_PIPELINE)
+    # Records are checked in blocks of that size, not made into batches (`_Reading.check_only`)
+    dataset = _load(tfrecord_path, header_path, verifying=True, checked=(
+        dataclasses.replace(header, block_records=batch), paths)).with_options(_OWN_PIPELINE)
     # Bytes checked are estimated from records checked: records of a file are read in order.
     meter = _Progress("verify", "records", header.num_records, enabled=progress)
     count = 0
     try:
-        for batch in dataset:
-            count += _rows(tf.nest.flatten(batch)[0])
+        for records in dataset:
+            count += int(records)
             meter.update(count, _share(total_bytes, count, header.num_records))
         meter.update(count, total_bytes, force=True)
     except (tf.errors.OpError, UnicodeDecodeError) as e:

@@ -384,11 +384,11 @@ def test_verify_reads_small_records_many_at_a_time(paths, monkeypatch):
 
 
 def verified_in_batches_of(tfrecord_path, header_path, monkeypatch) -> tuple:
-    """verify's record count, and the batch sizes it asked load's pipeline for."""
+    """verify's record count, and the blocks of records it asked load's pipeline to check."""
     asked, real = [], core._load
 
     def spy(*args, **options):
-        asked.append(options["batch_size"])
+        asked.append(options["checked"][0].block_records)
         return real(*args, **options)
 
     monkeypatch.setattr(core, "_load", spy)
