@@ -2365,7 +2365,11 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             before = files.bytes_written
             for part, part_rows in ([(leaves, rows)] if elements_per_batch
                                     else _slices(leaves, rows)):
-                files.write(*_encode_records(features, part, part_rows), written)
+                records, sizes = _encode_records(features, part, part_rows)
+                if len(sizes) and sizes.max() > _MAX_RECORD_BYTES:
+                    raise SchemaError(_oversized_record(tfrecord_path, features, part,
+                                                        part_rows, sizes, written))
+                files.write(records, sizes, written)
                 written += part_rows
             nbytes = files.bytes_written - before
             batches.encoded(rows, nbytes)
@@ -2403,6 +2407,20 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             f"be removed ({reason}); the new dataset does not use it",
             UserWarning, stacklevel=3)  # the user's call of save
     return header, written
+
+
+def _oversized_record(tfrecord_path: str, features: list, leaves: list, rows: int,
+                      sizes: np.ndarray, first_index: int) -> str:
+    """Why the largest of a batch's records (`sizes`) cannot be written, naming the feature
+    that takes most of it: the batch encoded again, a feature at a time (a record that large
+    is most often a batch of its own, `_slices`)."""
+    row = int(sizes.argmax())
+    taken = [int(_encode_records([f], [leaf], rows)[1][row]) for f, leaf in zip(features, leaves)]
+    largest = int(np.argmax(taken))
+    return (f"{tfrecord_path}: element {first_index + row} makes a record of "
+            f"{int(sizes[row]):,} bytes, more than a tf.train.Example can hold (2 GiB, "
+            f"protobuf's limit); {_named(features[largest].name)} takes {taken[largest]:,} "
+            "bytes of it; nothing was saved")
 
 
 def _slices(leaves: list, rows: int) -> list:
@@ -3786,11 +3804,6 @@ class _RecordFiles:
     def write(self, records: list, sizes: np.ndarray, first_index: int):
         """Queues a batch of encoded records (`_encode_records`) for the writer threads."""
         self._raise_pending()
-        if len(sizes) and sizes.max() > _MAX_RECORD_BYTES:
-            index = first_index + int(sizes.argmax())
-            raise SchemaError(f"{self.path}: element {index} makes a record of "
-                              f"{int(sizes.max()):,} bytes, more than a tf.train.Example can "
-                              "hold (2 GiB, protobuf's limit); nothing was saved")
         self.bytes_written += int(sizes.sum())
         if self.shard_size:
             self._queues[0].put((records, sizes))

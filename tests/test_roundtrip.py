@@ -2752,9 +2752,12 @@ def test_a_record_past_what_a_reader_can_parse_is_refused(tmp_path, monkeypatch)
         super_serial.save(unread(two), str(tmp_path / "two.tfrecord"))
     _nothing_written(tmp_path)
     monkeypatch.setattr(core, "_MAX_RECORD_BYTES", 1000)
-    lists = tf.data.Dataset.range(3).map(lambda i: tf.range(tf.cast(i, tf.float32) * 200))
+    lists = tf.data.Dataset.range(3).map(lambda i: {  # the feature that takes most is named
+        "id": tf.fill([3], i), "x": tf.range(tf.cast(i, tf.float32) * 200), "y": tf.range(i)})
     with pytest.raises(SchemaError, match=r"data.tfrecord: element 2 makes a record of 1,6\d\d "
-                                          r"bytes, more than a tf.train.Example can hold"):
+                                          r"bytes, more than a tf.train.Example can hold \(2 GiB, "
+                                          r"protobuf's limit\); feature 'x' takes 1,6\d\d bytes "
+                                          r"of it; nothing was saved"):
         super_serial.save(lists, str(tmp_path / "data.tfrecord"))
     _nothing_written(tmp_path)
 
