@@ -410,7 +410,9 @@ def _fspath(path, name: str) -> str:
     which TensorFlow's file functions need (bytes failed with a UnicodeDecodeError, a str with
     surrogates with a UnicodeEncodeError, neither naming the path), holds a NUL, where
     TensorFlow's C++ cuts it short and so names another file (Python's own `open` refuses it
-    too), or is a file:// URL of a relative path, which TensorFlow reads as a host's."""
+    too), or is a file:// URL of a relative path, which TensorFlow reads as a host's.
+    FileNotFoundError naming it where it is relative and the working folder was deleted (a bare
+    "No such file or directory" from `os.getcwd` otherwise, naming neither)."""
     if isinstance(path, (tf.Tensor, tf.Variable)):  # inside a tf.function, say
         raise TypeError("paths must be Python strings or path-like objects, not tensors: the "
                         f"header is read while the pipeline is built; got {path!r}")
@@ -432,6 +434,12 @@ def _fspath(path, name: str) -> str:
         raise ValueError(f"{text!r}: a file:// URL needs an absolute path, as in "
                          "'file:///data/train.tfrecord' (TensorFlow reads what follows file:// "
                          "up to the next slash as a host)")
+    if "://" not in text and not os.path.isabs(text):
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, f"{name} is relative, but the working folder "
+                                    "was deleted: it names no file", text) from None
     return text
 
 

@@ -2217,6 +2217,39 @@ def test_paths_that_hold_a_nul_are_refused(call, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 
 
+@pytest.mark.parametrize("call", ["save", "save header", "load", "verify", "read_header",
+                                  "merge", "merge part"])
+def test_relative_paths_where_the_working_folder_was_deleted(call, tmp_path, monkeypatch):
+    """`os.getcwd` fails there: save, load, verify and merge gave a bare FileNotFoundError,
+    "No such file or directory", naming no path. Found by helper-83."""
+    records = str(tmp_path / "data.tfrecord")
+    super_serial.save(tf.data.Dataset.range(3), records)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    calls = {
+        "save": (lambda: super_serial.save(tf.data.Dataset.range(3), "new.tfrecord"),
+                 "tfrecord_path", "new.tfrecord"),
+        "save header": (lambda: super_serial.save(tf.data.Dataset.range(3), records, "h.yaml"),
+                        "header_path", "h.yaml"),
+        "load": (lambda: super_serial.load("data.tfrecord"), "tfrecord_path", "data.tfrecord"),
+        "verify": (lambda: super_serial.verify(records, "data.tfrecord.header.yaml"),
+                   "header_path", "data.tfrecord.header.yaml"),
+        "read_header": (lambda: super_serial.read_header("h.yaml"), "header_path", "h.yaml"),
+        "merge": (lambda: super_serial.merge([records], "m.tfrecord"), "tfrecord_path",
+                  "m.tfrecord"),
+        "merge part": (lambda: super_serial.merge(["data.tfrecord"], str(tmp_path / "m")),
+                       "part_paths", "data.tfrecord"),
+    }
+    function, name, path = calls[call]
+    with pytest.raises(FileNotFoundError, match=rf"{name} is relative, but the working folder "
+                                                rf"was deleted: it names no file: '{path}'"):
+        function()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "data.tfrecord", "data.tfrecord.header.yaml"]  # nothing written
+
+
 def test_a_tensor_path_is_refused_clearly(paths):
     """Inside a tf.function it failed in os.fspath ("not SymbolicTensor"); eagerly, too."""
     super_serial.save(tf.data.Dataset.range(3), *paths)
