@@ -2237,7 +2237,9 @@ def save(
         does not have the shape its element_spec gives, or the header would list more shards
         than fit in the 64 MiB a header may take (nothing is saved then).
       SuperSerialError: Called outside eager mode, or in a process forked after
-        TensorFlow's runtime started (where TensorFlow hangs).
+        TensorFlow's runtime started (where TensorFlow hangs). Or the save failed while
+        putting its files in place, and could not rename back the old files it had moved
+        aside: the message names them by their hidden names, to be renamed back by hand.
       ValueError: An option or path has an invalid value, the dataset is infinite (its
         cardinality says so), or a file would land on a folder, on another of the save's
         files, or (the header) on a file of records (nothing is written then).
