@@ -172,7 +172,7 @@ def test_flipped_byte_never_yields_wrong_values(saved):
 def test_truncated_file_fails_load_at_once(saved, keep):
     tfrecord_path, header_path = saved
     data = Path(tfrecord_path).read_bytes()
-    Path(tfrecord_path).write_bytes(data[:keep] if keep >= 0 else data[:keep])
+    Path(tfrecord_path).write_bytes(data[:keep])
     size = Path(tfrecord_path).stat().st_size
     for call in (load, verify):
         with pytest.raises(CorruptDataError, match=(

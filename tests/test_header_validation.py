@@ -174,7 +174,8 @@ def clashing_keys(header):
 HUGE = 2**63  # one more than int64 holds
 
 FIELD_EDITS = {
-    # name: (edit, the field the message must name)
+    # name: (edit, the field the message must name[, what it must say of it: where another
+    # field's check could refuse the edit too, each must be the one that does])
     "version_unknown": (setter("version", value=core.FORMAT_VERSION + 1), "version"),
     "version_zero": (setter("version", value=0), "version"),
     "version_str": (setter("version", value="1"), "version"),
@@ -185,7 +186,8 @@ FIELD_EDITS = {
     "features_list": (setter("features", value=["x"]), "features"),
     "features_missing": (setter("features", delete=True), "features"),
     "feature_not_mapping": (setter("features", "x", value=[1, 2]), r"features\.x"),
-    "features_mixed_keys": (mixed_feature_keys, "features|structure"),
+    "features_mixed_keys": (mixed_feature_keys, "features",
+                            "every feature name must be a string"),
     "dtype_unknown": (setter("features", "x", "dtype", value="float128"), r"features\.x\.dtype"),
     "dtype_int": (setter("features", "x", "dtype", value=1), r"features\.x\.dtype"),
     "dtype_missing": (setter("features", "x", "dtype", delete=True), r"features\.x\.dtype"),
@@ -239,12 +241,15 @@ FIELD_EDITS = {
     "structure_empty_dict": (setter("structure", "x", value={}), r"structure\.x"),
     "structure_int_key": (setter("structure", 7, value="x"), "structure"),
     "structure_duplicate_leaf": (setter("structure", "q", value="x"), "structure"),
-    "duplicate_record_keys": (clashing_keys, r"features|structure"),
-    "num_records_mismatch": (setter("num_records", value=N + 1), "num_records|shards"),
-    "num_records_negative": (set_counts(-1, -1), r"num_records|shards"),
+    "duplicate_record_keys": (clashing_keys, "features",
+                              "two features write the same TFRecord key"),
+    "num_records_mismatch": (setter("num_records", value=N + 1), "shards",
+                             f"record counts add up to {N}, but num_records is {N + 1}"),
+    "num_records_negative": (set_counts(-1, -1), "num_records", "must be >= 0, found -1"),
     "num_records_float": (setter("num_records", value=4.0), "num_records"),
     "num_records_missing": (setter("num_records", delete=True), "num_records"),
-    "num_records_beyond_int64": (set_counts(HUGE, HUGE), r"num_records|shards"),
+    "num_records_beyond_int64": (set_counts(HUGE, HUGE), "num_records",
+                                 f"{HUGE} does not fit in 64 bits"),
     "compression_unknown": (setter("compression", value="LZ4"), "compression"),
     "compression_lowercase": (setter("compression", value="gzip"), "compression"),
     "compression_missing": (setter("compression", delete=True), "compression"),
@@ -285,10 +290,11 @@ FIELD_EDITS = {
 @pytest.mark.parametrize("name", sorted(FIELD_EDITS))
 def test_invalid_field(saved, name):
     tfrecord_path, header_path, header = saved
-    change, field = FIELD_EDITS[name]
+    change, field, *problem = FIELD_EDITS[name]
     change(header)
     write(header_path, header)
-    assert_header_error(tfrecord_path, header_path, rf"field '({field})[^']*'")
+    said = f": {re.escape(problem[0])}$" if problem else ""
+    assert_header_error(tfrecord_path, header_path, rf"field '({field})[^']*'{said}")
 
 
 @pytest.mark.parametrize("value", ["0x" + "f" * 4_000, "-0b" + "1" * 15_000,

@@ -332,3 +332,31 @@ def test_sparse_block_decoding_checks_indices_in_few_ops(paths):
     ops = [node.op for node in decode.node_def]
     assert "RaggedTensorToSparse" in ops and "UnsortedSegmentMax" in ops
     assert len(ops) < 160, collections.Counter(ops).most_common(10)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize("layout", ["round_robin", "sequential"])
+def test_deterministic_false_lets_reads_and_blocks_come_in_any_order(layout, deterministic,
+                                                                       tmp_path):
+    """With deterministic=False the files are read at once, and blocks decoded, in whichever
+    order is fastest (README): the tests of it compared multisets of elements, which an
+    in-order read gives too, so the option could have done nothing (helper-90). Files of a
+    `shard_size` save are read one after another unless order does not matter."""
+    path = tmp_path / "data.tfrecord"
+    super_serial.save(dataset(100), path,
+                      **({"num_shards": 2} if layout == "round_robin" else {"shard_size": 500}))
+    header = yaml.safe_load(Path(str(path) + ".header.yaml").read_text())
+    assert header["layout"] == layout and len(header["shards"]) > 1
+    loaded = super_serial.load(path, deterministic=deterministic)
+    assert sorted(int(e["id"]) for e in loaded) == list(range(100))
+    [pipeline] = [p for p in pipelines_for(path) if p.reading.deterministic == deterministic]
+    nodes = pipeline.function.graph.as_graph_def().node
+    said = b"true" if deterministic else b"false"
+    maps = [n for n in nodes if n.op == "ParallelMapDatasetV2"]
+    assert maps and all(n.attr["deterministic"].s == said for n in maps)
+    [interleave] = [n for n in nodes if "Interleave" in n.op]
+    if layout == "sequential" and deterministic:
+        assert interleave.op == "InterleaveDataset"
+    else:
+        assert interleave.op == "ParallelInterleaveDatasetV4"
+        assert interleave.attr["deterministic"].s == said

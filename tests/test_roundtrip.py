@@ -2038,6 +2038,40 @@ def test_invalid_counts_in_save(option, bad, tmp_path, paths):
     _nothing_written(tmp_path)
 
 
+def test_num_shards_and_shard_size_together_are_refused(tmp_path, paths):
+    """Untested until helper-90 found the check could go with the suite green."""
+    with pytest.raises(ValueError, match="^give num_shards or shard_size, not both$"):
+        super_serial.save(tf.data.Dataset.range(3), *paths, num_shards=2, shard_size=1000)
+    _nothing_written(tmp_path)
+
+
+def test_an_infinite_dataset_is_refused_before_anything_is_read(tmp_path, paths):
+    """save would write until the disk is full (README: a ValueError). Untested until
+    helper-90; the dataset fails if read at all, so that a regression fails, not hangs."""
+    def unread(x):
+        with tf.control_dependencies([tf.debugging.assert_equal(x, 0.0, message="read")]):
+            return tf.identity(x)
+
+    read = tf.data.Dataset.from_tensors(tf.constant(1.0)).map(unread)
+    with pytest.raises(ValueError, match=r"^the dataset is infinite \(e\.g\. \.repeat\(\) "
+                                         r"without a count\); save a finite one"):
+        super_serial.save(read.repeat(), *paths)
+    _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("where, element", [
+    ("feature 'b'", lambda x: {"a": x, "b": {}}),
+    ("feature 'b/c'", lambda x: {"a": x, "b": {"c": {}, "d": x}}),
+    ("feature '1'", lambda x: (x, {})),
+], ids=["in a dict", "deeper", "in a tuple"])
+def test_an_empty_dict_is_refused(where, element, tmp_path, paths):
+    """Empty namedtuples were tested, empty dicts not (helper-90)."""
+    dataset = tf.data.Dataset.range(3).map(element)
+    with pytest.raises(SchemaError, match=f"^{where}: empty dicts cannot be saved$"):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+
+
 def nested(depth: int, leaf) -> dict:
     for _ in range(depth):
         leaf = {"a": leaf}

@@ -887,6 +887,24 @@ def test_merge_into_a_part_or_the_same_part_twice_is_refused(tmp_path):
     assert not (tmp_path / "data.tfrecord.header.yaml").exists()
 
 
+def test_merge_refuses_no_parts_and_parts_of_the_original_module(tmp_path):
+    """Neither refusal had a test (helper-90): without the second, merge failed with a bare
+    TypeError (an original-module header has no record counts to add up)."""
+    with pytest.raises(ValueError, match=r"^merge\(\) needs at least one part$"):
+        merge([], str(tmp_path / "data.tfrecord"))
+    original = Path(__file__).parent / "golden" / "original-module"
+    for part in ("a", "b"):
+        shutil.copy(original / "images.tfrecord", tmp_path / f"{part}.tfrecord")
+        shutil.copy(original / "images.header", tmp_path / f"{part}.tfrecord.header.yaml")
+    assert len(list(load(str(tmp_path / "a.tfrecord")))) > 0  # a part load reads
+    parts = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    with pytest.raises(SchemaError, match=re.escape(parts[0]) + ": files of the original "
+                                          "module cannot be merged$"):
+        merge(parts, str(tmp_path / "data.tfrecord"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "a.tfrecord", "a.tfrecord.header.yaml", "b.tfrecord", "b.tfrecord.header.yaml"]
+
+
 @pytest.mark.parametrize("damage", ["missing", "truncated"])
 def test_merge_refuses_parts_whose_records_are_not_there(tmp_path, damage):
     """It wrote a header over them, which load and verify then refused."""
