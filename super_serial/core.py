@@ -1131,25 +1131,27 @@ class _HeaderParser:
             self.fail(f"{field}.shape", "dims after the ragged dims must be known")
         if ragged and not ragged_rank and (not shape or None in shape[1:]):
             self.fail(f"{field}.shape", "with ragged_rank 0 only the first dim may be unknown")
-        self.check_size(f"{field}.shape", shape, dtype)
+        self.check_size(f"{field}.shape", shape,
+                        1 if dtype.name == "string" else dtype.tf_dtype.size)
         return feature
 
-    def check_size(self, field: str, shape: tuple, dtype: _DType):
+    def check_size(self, field: str, shape: tuple, itemsize: int):
+        """The known dims' values, at least `itemsize` bytes each, must fit in a record, beside
+        their key and tags at least."""
         known = [d for d in shape if d is not None]
-        itemsize = 1 if dtype.name == "string" else dtype.tf_dtype.size
-        if math.prod(known) * itemsize > _MAX_RECORD_BYTES:
+        if math.prod(known) * itemsize >= _MAX_RECORD_BYTES:
             self.fail(field, f"{list(shape)} is larger than a record can hold (2 GiB)")
 
-    def parse_shape(self, raw, field, sparse: bool = False) -> tuple:
+    def parse_shape(self, raw, field, sparse: bool = False, most_rank: int = 32) -> tuple:
         """A shape's dims: each at most what a record holds, or for a sparse feature (whose
-        records hold only its values) what int64 holds."""
+        records hold only its values) what int64 holds; at most `most_rank` of them."""
         if not isinstance(raw, list) or not all(
             d is None or (_is_kind(d, int) and d >= 0) for d in raw
         ):
             self.fail(field, f"expected a list of dims, each a non-negative integer or null "
                              f"(unknown), found {_short(raw)}")
-        if len(raw) > 32:
-            self.fail(field, f"rank {len(raw)} is more than 32")
+        if len(raw) > most_rank:
+            self.fail(field, f"rank {len(raw)} is more than {most_rank}")
         if sparse and any(d is not None and d >= 2**63 for d in raw):
             self.fail(field, f"{_short(raw)} has a dim larger than int64 holds")
         if not sparse and any(d is not None and d > _MAX_RECORD_BYTES for d in raw):
@@ -1174,21 +1176,32 @@ class _HeaderParser:
         if not raw:
             raise HeaderError(f"{self.source}: not a valid header: it is empty")
         features = []
+        # Where any entry is a feature's, the others are named where they are not
+        legacy = any(isinstance(v, dict) and ("dtype" in v or "shape" in v)
+                     for v in raw.values())
         for key in sorted(raw, key=str):
             field = str(key)
             value = raw[key]
-            if not isinstance(key, str) or not isinstance(value, dict):
+            if not legacy:
                 raise HeaderError(f"{self.source}: not a valid header: expected 'format: "
                                   f"{FORMAT_NAME}' or an original-module header")
+            if not isinstance(key, str):  # `yes` or `2024` unquoted, say
+                kind = type(key).__name__
+                self.fail(field, f"a feature name must be a string, not a"
+                                 f"{'n' if kind[:1] in 'aeiou' else ''} {kind}: YAML reads it "
+                                 "as one unquoted; quote it ('...')")
+            if not isinstance(value, dict):
+                self.fail(field, f"expected a mapping of 'shape' and 'dtype', found "
+                                 f"{_short(value)}")
             enum = self.get(value, "dtype", f"{field}.dtype", int)
             dtype = _DTYPES_BY_ENUM.get(enum)
             if dtype is None:
                 self.fail(f"{field}.dtype", f"unknown tf.DType enum {enum}")
+            # up to NumPy 2's 64 dims: the module wrote what NumPy held
             shape = self.parse_shape(self.get(value, "shape", f"{field}.shape", object),
-                                     f"{field}.shape")
+                                     f"{field}.shape", most_rank=64)
             if None in shape:
                 self.fail(f"{field}.shape", "the original format needs fully known shapes")
-            self.check_size(f"{field}.shape", shape, dtype)
             if dtype.name == "string":
                 encoding = "bytes"
             elif dtype.tf_dtype.is_floating:
@@ -1198,6 +1211,8 @@ class _HeaderParser:
             else:
                 self.fail(f"{field}.dtype", f"{dtype.name} was not saveable by the original "
                                             "module")
+            # By what its records hold: float64 as float32, integers as varints (1 byte or more)
+            self.check_size(f"{field}.shape", shape, {"bytes": 1, "float": 4, "int64": 1}[encoding])
             features.append(_Feature(key, (key,), dtype, shape, encoding))
         least = _least_record_bytes(features)
         if least > _MAX_RECORD_BYTES:

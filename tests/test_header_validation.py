@@ -454,6 +454,63 @@ def test_legacy_blocks_of_strings_are_sized_by_the_records_read(tmp_path):
     assert [len(e["jpeg"].numpy()) for e in load(tfrecord_path, header_path)] == [100_000] * 50
 
 
+def test_legacy_shapes_of_rank_past_32(tmp_path):
+    """NumPy 2 holds 64 dims, and the original module wrote and loaded a feature of 33; its
+    header was refused for this format's limit of 32 (helper-88)."""
+    shape = [1] * 32 + [2]
+    tfrecord_path, header_path = str(tmp_path / "old.tfrecord"), str(tmp_path / "old.header")
+    with tf.io.TFRecordWriter(tfrecord_path) as writer:
+        for i in range(3):
+            feature = tf.train.Feature(float_list=tf.train.FloatList(value=[i, i + 0.5]))
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature={"x": feature})).SerializeToString())
+    write(header_path, {"x": {"shape": shape, "dtype": tf.float32.as_datatype_enum}})
+    assert read_header(header_path)["features"]["x"]["shape"] == shape
+    values = [e["x"].numpy() for e in load(tfrecord_path, header_path)]
+    assert [v.shape for v in values] == [tuple(shape)] * 3
+    assert [v.ravel().tolist() for v in values] == [[i, i + 0.5] for i in range(3)]
+    assert verify(tfrecord_path, header_path)["num_records"] == 3
+    write(header_path, {"x": {"shape": [1] * 65, "dtype": tf.float32.as_datatype_enum}})
+    assert_header_error(tfrecord_path, header_path, r"field 'x.shape': rank 65 is more than 64$")
+
+
+@pytest.mark.parametrize("dtype, values, refused", [
+    (tf.float32, 600_000_000, True),  # 2.4 GB of floats
+    (tf.float64, 300_000_000, False),  # 1.2 GB: written as float32
+    (tf.int64, 300_000_000, False),  # a varint of a byte each at least: 0.3 GB
+    (tf.int64, 2**31 - 1, True),  # beside its key
+], ids=["float32", "float64", "int64", "int64 past"])
+def test_legacy_feature_sizes_are_those_of_their_records(saved, dtype, values, refused):
+    """The original module wrote floats as float32 and integers as varints: float64 and int64
+    features were refused for 8 bytes a value, which they never took (helper-88)."""
+    tfrecord_path, header_path, _ = saved
+    write(header_path, {"x": {"shape": [values], "dtype": dtype.as_datatype_enum}})
+    if refused:
+        assert_header_error(tfrecord_path, header_path, rf"field 'x.shape': \[{values}\] is "
+                                                        r"larger than a record can hold \(2 GiB\)$")
+    else:
+        assert read_header(header_path)["features"]["x"]["shape"] == [values]
+
+
+@pytest.mark.parametrize("content, match", [
+    ("x: {shape: [2], dtype: 1}\nyes: {shape: [], dtype: 9}\n",
+     r"field 'True': a feature name must be a string, not a bool: YAML reads it as one "
+     r"unquoted; quote it \('\.\.\.'\)$"),
+    ("x: {shape: [2], dtype: 1}\n2024: {shape: [], dtype: 9}\n",
+     r"field '2024': a feature name must be a string, not an int: "),
+    ("x: {shape: [2], dtype: 1}\nlabel: [9, []]\n",
+     r"field 'label': expected a mapping of 'shape' and 'dtype', found \[9, \[\]\]$"),
+    ("x: {shape: [2], dtype: 1}\nlabel:\n", r"field 'label': expected a mapping of 'shape' and "
+                                           r"'dtype', found None$"),
+], ids=["yes", "a number", "a list", "nothing"])
+def test_a_broken_entry_of_an_original_module_header_is_named(saved, content, match):
+    """Each gave "not a valid header: expected 'format: super_serial' or an original-module
+    header", naming neither the entry nor what was wrong with it (helper-88)."""
+    tfrecord_path, header_path, _ = saved
+    write(header_path, content.encode())
+    assert_header_error(tfrecord_path, header_path, match)
+
+
 def test_legacy_features_past_what_a_record_holds(saved):
     tfrecord_path, header_path, _ = saved
     write(header_path, {name: {"shape": [2**28], "dtype": tf.float32.as_datatype_enum}
