@@ -571,10 +571,13 @@ def _feature_from_spec(spec, path) -> _Feature:
     if isinstance(spec, tf.RaggedTensorSpec):
         feature = dataclasses.replace(feature, row_splits_dtype=spec.row_splits_dtype.name,
                                       ragged=True)
-        if not shape:  # unbatching a 1-D ragged tensor gives these: plain scalars
+        if not shape or ragged_rank < 0:  # unbatching ragged tensors with no ragged dim
+            # left gives these: plain scalars, or of shape [3] from rows of [None, 3] (helper-89;
+            # the header check refused ragged rank -1, as if the header were at fault)
+            values = "scalars" if not shape else f"tensors of shape {list(shape)}"
             raise SchemaError(
-                f"{where}: a ragged tensor of shape [] (ragged rank {ragged_rank}) is "
-                "not supported; its values are scalars, which a map gives as tf.Tensor, "
+                f"{where}: a ragged tensor of shape {list(shape)} (ragged rank {ragged_rank}) "
+                f"is not supported; its values are {values}, which a map gives as tf.Tensor, "
                 "e.g. dataset.map(lambda x: x)"
             )
         if not ragged_rank and None in shape[1:]:

@@ -1316,6 +1316,25 @@ def test_unbatched_ragged_scalars(tmp_path, paths):
     assert [int(x) for x in super_serial.load(*paths)] == [1, 2, 3]
 
 
+@pytest.mark.parametrize("rows, shape", [([4, 3], [3]), ([4, 3, 2], [3, 2])])
+def test_unbatched_ragged_rows_of_known_shape(rows, shape, tmp_path, paths):
+    """Unbatching rows of a ragged rank 0 tensor gives ragged rank -1 of a known shape: save
+    refused it in its header check ("field 'features.a.ragged_rank': must be in 0..0"), as if
+    the header were at fault, and named no way out. Found by helper-89."""
+    values = tf.reshape(tf.range(np.prod(rows), dtype=tf.int64), rows)
+    batch = tf.RaggedTensor.from_row_lengths(values, [3, 1])
+    dataset = tf.data.Dataset.from_tensor_slices({"a": batch}).unbatch()
+    assert dataset.element_spec["a"] == tf.RaggedTensorSpec(shape, tf.int64, ragged_rank=-1)
+    with pytest.raises(SchemaError, match=re.escape(
+            f"feature 'a': a ragged tensor of shape {shape} (ragged rank -1) is not supported; "
+            f"its values are tensors of shape {shape}, which a map gives as tf.Tensor, e.g. "
+            "dataset.map(lambda x: x)")):
+        super_serial.save(dataset, *paths)
+    _nothing_written(tmp_path)
+    super_serial.save(dataset.map(lambda x: x), *paths)  # the way out the message names
+    assert_same_elements(dataset.map(lambda x: x), super_serial.load(*paths))
+
+
 def test_ragged_rank_0_with_an_unknown_inner_dim():
     spec = {"x": tf.RaggedTensorSpec([2, None], tf.int64, ragged_rank=0)}
     with pytest.raises(SchemaError, match=re.escape(
