@@ -5564,11 +5564,8 @@ class _Decoder:
                     tf.reshape(batch, [tf.shape(batch)[0] * f.shape[0], *f.shape[1:]]),
                     f.shape[0], tf.shape(batch, out_type=splits_dtype)[0], splits_dtype)
             return ragged_rank_0
-        if f.encoding == "raw":
+        if f.encoding == "raw":  # rows of their own bytes where decoded by element (`varshape`)
             counts, flat = _raw_ragged(f, values, checks)
-
-            def rows():
-                return tf.RaggedTensor.from_row_lengths(flat(), counts, validate=False)
         else:
             counts = values.row_lengths()
 
