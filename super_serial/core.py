@@ -1132,7 +1132,9 @@ class _HeaderParser:
                            tensor_name)
         if ragged_rank and None in feature.inner_shape:
             self.fail(f"{field}.shape", "dims after the ragged dims must be known")
-        if ragged and not ragged_rank and (not shape or None in shape[1:]):
+        if ragged and not shape:  # as save refuses them
+            self.fail(f"{field}.shape", "a ragged tensor needs a dim")
+        if ragged and not ragged_rank and None in shape[1:]:
             self.fail(f"{field}.shape", "with ragged_rank 0 only the first dim may be unknown")
         self.check_size(f"{field}.shape", shape,
                         1 if dtype.name == "string" else dtype.tf_dtype.size)

@@ -171,6 +171,11 @@ def clashing_keys(header):
     header["structure"]["v#shape"] = "v#shape"
 
 
+def ragged_scalar(header):
+    # it said "with ragged_rank 0 only the first dim may be unknown", of a shape of no dims
+    header["features"]["r"].update(shape=[], ragged_rank=0)
+
+
 HUGE = 2**63  # one more than int64 holds
 
 FIELD_EDITS = {
@@ -221,6 +226,7 @@ FIELD_EDITS = {
                          r"features\.x\.encoding"),
     "ragged_rank_too_big": (setter("features", "r", "ragged_rank", value=5),
                             r"features\.r\.ragged_rank"),
+    "ragged_of_no_dims": (ragged_scalar, r"features\.r\.shape", "a ragged tensor needs a dim"),
     "ragged_rank_negative": (setter("features", "r", "ragged_rank", value=-1),
                              r"features\.r\.ragged_rank"),
     "row_splits_dtype": (setter("features", "r", "row_splits_dtype", value="int8"),
