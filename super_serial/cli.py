@@ -48,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(1) from None
     stdout = sys.stdout
     try:
+        # What stdout cannot encode (a feature named 日本 into an ASCII or cp1252 stdout) as
+        # \u65e5\u672c, as stderr writes it: a UnicodeEncodeError stopped the output half-way,
+        # told as bad data (helper-91)
+        if stdout is not None and hasattr(stdout, "reconfigure"):
+            stdout.reconfigure(errors="backslashreplace")
         _start_tensorflow(quiet=not args.debug)
         if stdout is not None:
             sys.stdout = _GuardedOutput(stdout)
@@ -266,14 +271,15 @@ def _positive_int(text: str) -> int:
 
 def _utf8_path(text: str) -> str:
     """A path argument TensorFlow's file functions can take: they need UTF-8, and a name that
-    is not (held in `str` as surrogates) failed with a UnicodeEncodeError."""
+    is not (held in `str` as surrogates) failed with a UnicodeEncodeError. Python decodes the
+    arguments with the locale's encoding: in an ASCII one (LC_ALL=C without UTF-8 mode) a
+    UTF-8 name is surrogates too, and was refused; it is the bytes typed, decoded as UTF-8."""
+    typed = os.fsencode(text)
     try:
-        text.encode()
-    except UnicodeEncodeError:
+        return typed.decode("utf-8")
+    except UnicodeDecodeError:
         raise argparse.ArgumentTypeError(
-            f"{text.encode(errors='surrogateescape')!r} is not valid UTF-8, which TensorFlow "
-            "needs in paths") from None
-    return text
+            f"{typed!r} is not valid UTF-8, which TensorFlow needs in paths") from None
 
 
 def _describe(error: Exception, paths: list = ()) -> str:

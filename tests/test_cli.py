@@ -618,6 +618,44 @@ def test_a_closed_stdout_is_no_error(saved, command):
         assert result.stderr.decode() == ""  # (argparse writes --help to stderr then)
 
 
+@pytest.mark.parametrize("command, line", [("inspect", "structure: {x, \\u65e5\\u672c}"),
+                                           ("head", "  \\u65e5\\u672c  int32  2")])
+def test_what_stdout_cannot_encode_is_written_escaped(tmp_path, command, line):
+    """Into an ASCII stdout (PYTHONIOENCODING, a cp1252 console), a feature named 日本
+    stopped the output half-way: "super-serial: error: 'ascii' codec can't encode ...", exit
+    1, as if the data were bad (helper-91)."""
+    path = str(tmp_path / "wide.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({"x": 1, "日本": 2}), path)
+
+    result = subprocess.run([sys.executable, "-m", "super_serial", command, path],
+                            capture_output=True, timeout=120,
+                            env={**buffered_env(), "PYTHONIOENCODING": "ascii"})
+
+    assert (result.returncode, result.stderr.decode()) == (0, "")
+    assert line in result.stdout.decode("ascii").splitlines()
+
+
+def test_a_utf8_path_is_taken_in_an_ascii_locale(tmp_path):
+    """Python decodes the arguments with the locale's encoding: in an ASCII one (LC_ALL=C
+    without UTF-8 mode), a UTF-8 name came as surrogates, and was refused as "not valid
+    UTF-8" (helper-91). A name that is not UTF-8 still is."""
+    env = {**buffered_env(), "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    path = tmp_path / "é" / "a.tfrecord"
+    path.parent.mkdir()
+    super_serial.save(tf.data.Dataset.range(3), str(path))
+
+    result = subprocess.run([sys.executable, "-m", "super_serial", "verify", str(path)],
+                            capture_output=True, timeout=120, env=env)
+
+    assert (result.returncode, result.stderr.decode()) == (0, "")
+    assert "OK: 1 file, 3 records" in result.stdout.decode("ascii")
+    result = subprocess.run([sys.executable, "-m", "super_serial", "verify",
+                             str(tmp_path / "\udcff.tfrecord")],
+                            capture_output=True, timeout=120, env=env)
+    assert result.returncode == 2
+    assert b"\\xff.tfrecord' is not valid UTF-8, which TensorFlow needs" in result.stderr
+
+
 def test_control_characters_in_a_message_are_escaped():
     """TensorFlow quotes a bad record's bytes in its messages: an escape sequence reached
     the terminal as it was."""
