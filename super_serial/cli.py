@@ -35,6 +35,8 @@ _ROWS_SHOWN = 3  # head: rows shown at each end of a long ragged dimension
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status (0 ok, 1 bad data or files, 130 after
     Ctrl-C). Wrong usage and --help exit through argparse's SystemExit (2 and 0)."""
+    if sys.stderr is None:  # started with stderr closed (`2>&-`)
+        _null_stderr()
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -135,6 +137,21 @@ def _drop_output():
     """Points stdout at the null device, so that the interpreter's flush at exit cannot fail
     again on output that cannot be written (a closed pipe, a full disk)."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _null_stderr():
+    """Points stderr at the null device, for a command started with it closed (`2>&-`):
+    Python had no sys.stderr then, and every command failed with an AttributeError, printed
+    to stdout (print's file=None), into the data (helper-91). File descriptor 2 too, where it
+    is closed: TensorFlow's C++ logs write there, into whatever file took the number."""
+    try:
+        os.fstat(2)
+    except OSError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        if null != 2:  # the lowest number free: 0 or 1 where those are closed too
+            os.dup2(null, 2)
+            os.close(null)
+    sys.stderr = open(os.devnull, "w")  # open for the rest of the process
 
 
 def _start_tensorflow(quiet: bool):

@@ -618,6 +618,23 @@ def test_a_closed_stdout_is_no_error(saved, command):
         assert result.stderr.decode() == ""  # (argparse writes --help to stderr then)
 
 
+def test_a_closed_stderr_is_no_error(saved, tmp_path, capsys):
+    """Started with stderr closed (`2>&-`), Python has no sys.stderr: every command failed,
+    exit 1, with "AttributeError: 'NoneType' object has no attribute 'flush'" printed to
+    stdout, into the data (helper-91)."""
+    def closed_stderr_run(*argv):
+        return subprocess.run([sys.executable, "-m", "super_serial", *argv],
+                              stdout=subprocess.PIPE, env=buffered_env(), timeout=120,
+                              preexec_fn=lambda: os.close(2))
+
+    result = closed_stderr_run("inspect", str(saved))
+
+    assert cli.main(["inspect", str(saved)]) == 0
+    assert (result.returncode, result.stdout.decode()) == (0, capsys.readouterr().out)
+    result = closed_stderr_run("inspect", str(tmp_path / "none.tfrecord"))
+    assert (result.returncode, result.stdout) == (1, b"")  # its error line: nowhere to go
+
+
 @pytest.mark.parametrize("command, line", [("inspect", "structure: {x, \\u65e5\\u672c}"),
                                            ("head", "  \\u65e5\\u672c  int32  2")])
 def test_what_stdout_cannot_encode_is_written_escaped(tmp_path, command, line):
