@@ -674,9 +674,22 @@ def _demo(args) -> int:
         return _run_demo(args.dir, keep=True)
     folder = tempfile.mkdtemp(prefix="super_serial_demo_")
     try:
-        return _run_demo(folder, keep=False)
+        status = _run_demo(folder, keep=False)
     finally:
+        _remove(folder)
+    if status == 0:  # said once they are gone: said before, a Ctrl-C then left them (helper-91)
+        print(f"\nThe demo files are deleted now; to keep them: {PROG} demo DIR")
+    return status
+
+
+def _remove(folder: str):
+    """Removes a folder of the demo's, and after a Ctrl-C that comes meanwhile finishes and
+    raises the KeyboardInterrupt again: the folder (1.7 MB) was left behind (helper-91)."""
+    try:
         shutil.rmtree(folder, ignore_errors=True)
+    except KeyboardInterrupt:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 def _demo_dataset():
@@ -827,11 +840,10 @@ def _run_demo(folder: str, keep: bool) -> int:
 
 
 def _kept(folder: str, path: str, keep: bool) -> int:
-    """The demo's last line, on where its files are; its exit code (0)."""
+    """The demo's last line where it keeps its files (where not, `_demo` says they are
+    deleted once they are); its exit code (0)."""
     if keep:
         print(f"\nFiles kept in {folder}; try: {PROG} head {_shell_word(path)} -n 2")
-    else:
-        print(f"\nThe demo files are deleted now; to keep them: {PROG} demo DIR")
     return 0
 
 
@@ -849,7 +861,7 @@ def _time_super_serial(dataset) -> tuple[float, float]:
         _count_elements(super_serial.load(path))
         return save_seconds, time.perf_counter() - start
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
 
 
 def _time_tf_data(dataset) -> tuple[tuple[float, float], int]:
@@ -868,7 +880,7 @@ def _time_tf_data(dataset) -> tuple[tuple[float, float], int]:
         size = sum(os.path.getsize(os.path.join(root, name))
                    for root, _, names in os.walk(target) for name in names)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
     return (save_seconds, load_seconds), size
 
 

@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -172,6 +173,39 @@ def test_the_demo_stands_where_its_timings_cannot_be_written(tmp_path, monkeypat
     assert "Timings against tf.data.Dataset skipped" in err and "snapshot: No space left" in err
     assert out.rstrip().endswith("-n 2")
     assert len(list((tmp_path / "kept").iterdir())) == 3
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_the_demo_says_its_files_are_deleted_once_they_are(
+        tmp_path, monkeypatch, capsys, interrupted):
+    """`demo` said "The demo files are deleted now" before it deleted them, and a Ctrl-C then,
+    or during the removal, left its temporary folder (1.7 MB) behind (helper-91). After one,
+    the removal finishes, and the Ctrl-C still ends the command."""
+    def full(dataset):  # the timings skipped, for time
+        raise tf.errors.ResourceExhaustedError(None, None, "skipped for the test")
+
+    real_rmtree = shutil.rmtree
+    printed = []  # what the demo had printed, at each removal
+
+    def rmtree(path, *args, **kwargs):
+        printed.append(capsys.readouterr().out)
+        if interrupted and len(printed) == 1:
+            raise KeyboardInterrupt  # a Ctrl-C during the removal
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the demo's folder goes
+    monkeypatch.setattr(cli, "_time_tf_data", full)
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    status = cli.main(["demo"])
+    out, err = capsys.readouterr()
+
+    assert list(tmp_path.glob("super_serial_demo_*")) == []  # (autograph's files may be there)
+    assert "identical: yes" in printed[0] and "deleted" not in printed[0]
+    if interrupted:
+        assert (status, out, err) == (130, "", "super-serial: interrupted\n")
+    else:
+        assert (status, out) == (0, "\nThe demo files are deleted now; to keep them: "
+                                    "super-serial demo DIR\n")
 
 
 def test_demo_names_the_feature_that_differs():
