@@ -5876,12 +5876,12 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     # a time where the spec's guess made blocks of 3 records of 63 bytes (3.5 times the time)
     total_bytes = sum(s.num_bytes for s in header.shards) if all(
         s.num_bytes is not None for s in header.shards) else None
-    batch = header.block_records
+    block = header.block_records
     if header.num_records and total_bytes is not None:
-        batch = max(batch, _records_per_block(total_bytes // header.num_records, 1024))
+        block = max(block, _records_per_block(total_bytes // header.num_records, 1024))
     # Records are checked in blocks of that size, not made into batches (`_Reading.check_only`)
     dataset = _load(tfrecord_path, header_path, verifying=True, checked=(
-        dataclasses.replace(header, block_records=batch), paths)).with_options(_OWN_PIPELINE)
+        dataclasses.replace(header, block_records=block), paths)).with_options(_OWN_PIPELINE)
     # Bytes checked are estimated from records checked: records of a file are read in order.
     meter = _Progress("verify", "records", header.num_records, enabled=progress)
     count = 0
