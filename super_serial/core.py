@@ -1180,16 +1180,14 @@ class _HeaderParser:
         """Headers of the original module: `{key: {shape: [...], dtype: <tf.DType enum>}}`."""
         if not raw:
             raise HeaderError(f"{self.source}: not a valid header: it is empty")
-        features = []
         # Where any entry is a feature's, the others are named where they are not
-        legacy = any(isinstance(v, dict) and ("dtype" in v or "shape" in v)
-                     for v in raw.values())
+        if not any(isinstance(v, dict) and ("dtype" in v or "shape" in v) for v in raw.values()):
+            raise HeaderError(f"{self.source}: not a valid header: expected 'format: "
+                              f"{FORMAT_NAME}' or an original-module header")
+        features = []
         for key in sorted(raw, key=str):
             field = str(key)
             value = raw[key]
-            if not legacy:
-                raise HeaderError(f"{self.source}: not a valid header: expected 'format: "
-                                  f"{FORMAT_NAME}' or an original-module header")
             if not isinstance(key, str):  # `yes` or `2024` unquoted, say
                 kind = type(key).__name__
                 self.fail(field, f"a feature name must be a string, not a"
@@ -1216,9 +1214,10 @@ class _HeaderParser:
             else:
                 self.fail(f"{field}.dtype", f"{dtype.name} was not saveable by the original "
                                             "module")
-            # By what its records hold: float64 as float32, integers as varints (1 byte or more)
-            self.check_size(f"{field}.shape", shape, {"bytes": 1, "float": 4, "int64": 1}[encoding])
-            features.append(_Feature(key, (key,), dtype, shape, encoding))
+            feature = _Feature(key, (key,), dtype, shape, encoding)
+            # By what its records hold: float64 as float32, integers as varints
+            self.check_size(f"{field}.shape", shape, _least_value_bytes(feature))
+            features.append(feature)
         least = _least_record_bytes(features)
         if least > _MAX_RECORD_BYTES:
             raise HeaderError(f"{self.source}: not a valid header: its features take at least "
@@ -1297,8 +1296,12 @@ def _fixed_bytes(feature: _Feature) -> int:
     """The least number of bytes one record holds for this feature's values (0 if unknown)."""
     if feature.kind != "fixed":
         return 0
-    per_value = {"float": 4, "raw": _raw_size(feature), "int64": 1, "bytes": 2}
-    return math.prod(feature.shape) * per_value[feature.encoding]
+    return math.prod(feature.shape) * _least_value_bytes(feature)
+
+
+def _least_value_bytes(feature: _Feature) -> int:
+    """The least number of bytes one of the feature's values takes in a record."""
+    return {"float": 4, "raw": _raw_size(feature), "int64": 1, "bytes": 2}[feature.encoding]
 
 
 def _is_kind(value, kind) -> bool:
