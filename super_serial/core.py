@@ -4768,10 +4768,9 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
           drop_remainder=False, shuffle_files=False, seed=None, deterministic=True,
           verifying=False, checked: tuple | None = None) -> tf.data.Dataset:
     """`load`; `verifying`: verify's dataset, of the records' count in each block checked
-    (`_Reading.check_only`) with its range checks too (`_Reading.check_ranges`); `checked`:
-    the header and paths of `_checked_header`, where the caller has read them already (and
-    reports on that header: one read, whatever a save does since), and iterates the dataset
-    at once, so that its errors name the files as given."""
+    (`_Reading.verifying`); `checked`: the header and paths of `_checked_header`, where the
+    caller has read them already (and reports on that header: one read, whatever a save does
+    since), and iterates the dataset at once, so that its errors name the files as given."""
     _check_not_forked("load")
     tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
     header_path = (_fspath(header_path, "header_path") if header_path is not None
@@ -4802,8 +4801,7 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
         one_file=len(paths) == 1, shuffle_files=shuffle_files and len(paths) > 1,
         parallel=header.layout == "round_robin" or not deterministic,
         deterministic=deterministic, batch_size=batch_size, drop_remainder=drop_remainder,
-        check_ranges=verifying, check_only=verifying,
-        in_graph=not tf.executing_eagerly())
+        verifying=verifying, in_graph=not tf.executing_eagerly())
     if checked is None:  # the dataset reads the files it was loaded from, after a chdir too
         # (it read the new folder's files of those names, without a word where their record
         # counts matched)
@@ -4992,11 +4990,11 @@ class _Reading:
     deterministic: bool
     batch_size: int | None
     drop_remainder: bool
-    check_ranges: bool = False  # integers restored to a narrower dtype must fit it (verify)
-    # Each block's records checked and decoded, and their count given, not the elements
-    # (verify): a batch of elements of unknown shape is ragged, its row splits an int64 a row,
-    # so elements of zero size with 2**40 rows took all memory, or TensorFlow looped over them
-    check_only: bool = False
+    # verify's: each block's records checked and decoded, and their count given, not the
+    # elements (a batch of elements of unknown shape is ragged, its row splits an int64 a row,
+    # so elements of zero size with 2**40 rows took all memory, or TensorFlow looped over
+    # them); and integers restored to a narrower dtype checked to fit it
+    verifying: bool = False
     # load() called in a graph (a tf.function, or a tf.data function such as flat_map's): its
     # functions are not marked one-device (`_ONE_DEVICE_FUNCTION`)
     in_graph: bool = False
@@ -5034,7 +5032,7 @@ class _Pipeline:
 
     def __init__(self, header: _Header, original_dtypes: bool, reading: _Reading):
         self.decoder = _Decoder(header, original_dtypes, batched=reading.batch_size is not None,
-                                check_ranges=reading.check_ranges)
+                                check_ranges=reading.verifying)
         self.header = header
         self.reading = reading
         self.function = self.element_spec = None
@@ -5060,7 +5058,7 @@ class _Pipeline:
         decoder, reading = self.decoder, self.reading
         blocks = self.blocks(paths, counts, seed)
         captured = (paths[0], counts[0]) if reading.one_file else ()
-        if reading.check_only:
+        if reading.verifying:
             return _map(blocks, decoder.check_block, captured, reading.deterministic)
         dataset = _map(blocks, decoder.decode_block, captured, reading.deterministic,
                        unbatch=not decoder.whole_blocks)
@@ -5882,7 +5880,7 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     block = header.block_records
     if header.num_records and total_bytes is not None:
         block = max(block, _records_per_block(total_bytes // header.num_records, 1024))
-    # Records are checked in blocks of that size, not made into batches (`_Reading.check_only`)
+    # Records are checked in blocks of that size, not made into batches (`_Reading.verifying`)
     dataset = _load(tfrecord_path, header_path, verifying=True, checked=(
         dataclasses.replace(header, block_records=block), paths)).with_options(_OWN_PIPELINE)
     # Bytes checked are estimated from records checked: records of a file are read in order.
