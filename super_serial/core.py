@@ -5028,6 +5028,8 @@ class _Pipeline:
     `build` makes it with Dataset methods. `__call__` runs one traced function that builds the
     same dataset: in eager mode each dataset op costs about a millisecond and each map function
     traced several, and a load of one file needs a dozen of them. (Loads in a graph build it.)
+    Its constants are made once (`_constants_once`), and it is called without grappler
+    (`_without_grappler`): the first load of a schema in a process pays for both.
     """
 
     def __init__(self, header: _Header, original_dtypes: bool, reading: _Reading):
@@ -5044,11 +5046,12 @@ class _Pipeline:
             return tf.data.experimental.to_variant(dataset)
 
         signature = [tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)]
-        self.function = tf.function(variant, input_signature=signature,
+        self.function = tf.function(_constants_once(variant), input_signature=signature,
                                     autograph=False).get_concrete_function()
 
     def __call__(self, paths, counts) -> tf.data.Dataset:
-        return tf.data.experimental.from_variant(self.function(paths, counts), self.element_spec)
+        return tf.data.experimental.from_variant(_without_grappler(self.function, paths, counts),
+                                                 self.element_spec)
 
     def build(self, paths, counts, seed=None) -> tf.data.Dataset:
         with _one_device_marks(not self.reading.in_graph):
@@ -5124,6 +5127,28 @@ class _Pipeline:
         return _interleave(listed, lambda path, expected: file_blocks(path, path, expected),
                            files if reading.parallel else 1, reading.parallel,
                            reading.deterministic)
+
+
+def _without_grappler(function, *args):
+    """`function(*args)`, an eager call of a concrete function that builds a dataset, without
+    grappler's rewrites of its graph (made when a function is first called). They leave such
+    a function's dataset as it was, and took 30 of the 45 ms of the first call of load's
+    pipeline for the images of the benchmark. Where TensorFlow lacks the private call options
+    this sets, a plain call."""
+    try:
+        from tensorflow.python.eager import context
+        eager = context.context()
+        options = eager.function_call_options  # this thread's
+        config = tf.compat.v1.ConfigProto.FromString(options.config_proto_serialized)
+        config.graph_options.rewrite_options.disable_meta_optimizer = True
+        plain = context.FunctionCallOptions(options.executor_type, config)
+    except Exception:  # noqa: BLE001 -- private names: any TensorFlow may lack them
+        return function(*args)
+    eager.function_call_options = plain
+    try:
+        return function(*args)
+    finally:
+        eager.function_call_options = options
 
 
 # tf.data's own map functions are instantiated for several devices: each iterator made runs
