@@ -290,7 +290,10 @@ def _utf8_path(text: str) -> str:
     """A path argument TensorFlow's file functions can take: they need UTF-8, and a name that
     is not (held in `str` as surrogates) failed with a UnicodeEncodeError. Python decodes the
     arguments with the locale's encoding: in an ASCII one (LC_ALL=C without UTF-8 mode) a
-    UTF-8 name is surrogates too, and was refused; it is the bytes typed, decoded as UTF-8."""
+    UTF-8 name is surrogates too, and was refused; it is the bytes typed, decoded as UTF-8.
+    An empty one names nothing (`demo ''` saved into the working folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file or folder")
     typed = os.fsencode(text)
     try:
         return typed.decode("utf-8")

@@ -611,14 +611,17 @@ def read_header(header_path) -> dict:
     Raises:
       HeaderError: The file is missing or cannot be read (no filesystem for its scheme, say),
         is not safe YAML (records, say: the paths swapped), or has an invalid field.
-      ValueError, TypeError: The path is not UTF-8, or is a tensor or of another type.
+      ValueError, TypeError: The path is not UTF-8 or is "", or is a tensor or of another
+        type.
 
     Example:
       >>> header = read_header("data.tfrecord.header.yaml")  # doctest: +SKIP
       >>> header["num_records"]  # doctest: +SKIP
       2000
     """
-    return _read_header(_fspath(header_path, "header_path")).to_yaml()
+    header_path = _fspath(header_path, "header_path")
+    _check_not_empty(None, header_path)
+    return _read_header(header_path).to_yaml()
 
 
 # How deep flow collections ([...], {...}) may nest in a header, as libyaml 0.2.5 allows
@@ -2749,6 +2752,18 @@ def _check_header_not_over_records(header_path: str):
                          "replace; give the header a path of its own (or remove the file)")
 
 
+def _check_not_empty(tfrecord_path: str | None, header_path: str):
+    """ValueError where a path to read is "" (`tfrecord_path` None: only the header's is
+    read): a load looked for `.header.yaml` and said only that it was not found, and a header
+    path of "" gave ": header file not found". (Save refuses "" as a folder's path,
+    `_check_names_a_file`; load names other folders as such, with the saves in them.)"""
+    for path, name, example in ((tfrecord_path, "tfrecord_path", "data/train.tfrecord"),
+                                (header_path, "header_path", "data/train.tfrecord.header.yaml")):
+        if path == "":
+            raise ValueError(f"{name} is '', which names no file: give the file's path, as in "
+                             f"{example!r}")
+
+
 def _check_names_a_file(tfrecord_path: str, header_path: str):
     """ValueError where either path names a folder ("", "data/", "."): load would read
     `<tfrecord_path>.header.yaml`, a hidden file or the folder's own, and the header's rename
@@ -4737,7 +4752,7 @@ def load(
         the header's, or it is too small for the records and shapes the header gives.
       ValueError: An option has an invalid value, or one that would do nothing (`seed`
         without `shuffle_files`, `drop_remainder` without `batch_size`), or a path is not
-        UTF-8.
+        UTF-8 or is "".
       TypeError: A path is a tensor (paths are Python strings: the header is read while the
         pipeline is built), or, inside a `tf.function`, an option that shapes the pipeline
         (`batch_size`, `drop_remainder`, `original_dtypes`, `shuffle_files`, `deterministic`)
@@ -4830,6 +4845,7 @@ def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list
     each time, at the cost of two more reads of the header (none for the original module's,
     whose records are counted by reading the file).
     """
+    _check_not_empty(tfrecord_path, header_path)
     attempts, locked = 3, False  # the first read takes no lock: a save rarely comes between
     folders = _dirname(tfrecord_path), _dirname(header_path)
     while True:
@@ -5878,7 +5894,7 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     Raises:
       HeaderError: The header is missing, cannot be read, or is invalid.
       CorruptDataError: The first problem found, naming the file (and record and feature).
-      ValueError: `progress` is not a bool, or a path is not UTF-8.
+      ValueError: `progress` is not a bool, or a path is not UTF-8 or is "".
       TypeError: A path is a tensor.
       SuperSerialError: Called outside eager mode, or in a process forked after
         TensorFlow's runtime started (where TensorFlow hangs).

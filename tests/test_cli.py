@@ -555,6 +555,9 @@ def test_bad_usage_exits_2():
      "argument PATH: b'/tmp/\\xff.tfrecord' is not valid UTF-8, which TensorFlow needs"),
     (["verify", "x", "--header", "h\udcff"], "argument --header: b'h\\xff' is not valid UTF-8"),
     (["demo", "out\udcff"], "argument DIR: b'out\\xff' is not valid UTF-8"),
+    (["demo", ""], "argument DIR: an empty path names no file or folder"),  # saved into "."
+    (["inspect", ""], "argument PATH: an empty path names no file or folder"),
+    (["verify", "x", "--header", ""], "argument --header: an empty path names no file"),
 ])
 def test_arguments_tensorflow_cannot_take_are_usage_errors(argv, problem, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -1953,6 +1953,26 @@ def test_a_save_path_that_names_a_folder_is_refused_as_such(path, tmp_path, monk
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("reader, message", [
+    (super_serial.load, "tfrecord_path is '', which names no file: give the file's path, as in "
+                        "'data/train.tfrecord'"),
+    (super_serial.verify, "tfrecord_path is '', which names no file"),
+    (lambda path: super_serial.load("data.tfrecord", path),
+     "header_path is '', which names no file: give the file's path, as in "
+     "'data/train.tfrecord.header.yaml'"),
+    (lambda path: super_serial.verify("data.tfrecord", path), "header_path is ''"),
+    (super_serial.read_header, "header_path is '', which names no file"),
+])
+def test_an_empty_path_to_read_is_refused_as_such(reader, message, tmp_path, monkeypatch):
+    """load("") said ".header.yaml: header file not found", naming no file the caller gave,
+    and read_header("") ": header file not found". (Other paths of folders are named as
+    folders, with the saves in them: test_corruption.)"""
+    monkeypatch.chdir(tmp_path)
+    super_serial.save(tf.data.Dataset.range(3), "data.tfrecord")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        reader("")
+
+
 @pytest.mark.parametrize("name", ["a\\b.tfrecord", "a\tb.tfrecord", "a\u200bb.tfrecord",
                                   "a\x85b.tfrecord"])
 def test_file_names_load_cannot_read_back_are_refused(name, tmp_path):
