@@ -620,7 +620,7 @@ def read_header(header_path) -> dict:
       2000
     """
     header_path = _fspath(header_path, "header_path")
-    _check_not_empty(None, header_path)
+    _check_not_empty(header_path, "header_path", _HEADER_EXAMPLE)
     return _read_header(header_path).to_yaml()
 
 
@@ -2752,16 +2752,17 @@ def _check_header_not_over_records(header_path: str):
                          "replace; give the header a path of its own (or remove the file)")
 
 
-def _check_not_empty(tfrecord_path: str | None, header_path: str):
-    """ValueError where a path to read is "" (`tfrecord_path` None: only the header's is
-    read): a load looked for `.header.yaml` and said only that it was not found, and a header
-    path of "" gave ": header file not found". (Save refuses "" as a folder's path,
+def _check_not_empty(path: str, name: str, example: str = "data/train.tfrecord"):
+    """ValueError where `path` (the argument `name`), a path to read, is "": a load (or a
+    merge of such a part) looked for `.header.yaml` and said only that it was not found, and a
+    header path of "" gave ": header file not found". (Save refuses "" as a folder's path,
     `_check_names_a_file`; load names other folders as such, with the saves in them.)"""
-    for path, name, example in ((tfrecord_path, "tfrecord_path", "data/train.tfrecord"),
-                                (header_path, "header_path", "data/train.tfrecord.header.yaml")):
-        if path == "":
-            raise ValueError(f"{name} is '', which names no file: give the file's path, as in "
-                             f"{example!r}")
+    if path == "":
+        raise ValueError(f"{name} is '', which names no file: give the file's path, as in "
+                         f"{example!r}")
+
+
+_HEADER_EXAMPLE = "data/train.tfrecord.header.yaml"
 
 
 def _check_names_a_file(tfrecord_path: str, header_path: str):
@@ -2769,7 +2770,7 @@ def _check_names_a_file(tfrecord_path: str, header_path: str):
     `<tfrecord_path>.header.yaml`, a hidden file or the folder's own, and the header's rename
     failed after all the writing. (Where it is a folder, `_check_not_folders` refuses it.)"""
     for path, whose, example in ((tfrecord_path, "records'", "data/train.tfrecord"),
-                                 (header_path, "header's", "data/train.tfrecord.header.yaml")):
+                                 (header_path, "header's", _HEADER_EXAMPLE)):
         if _basename(path) in ("", ".", ".."):
             raise ValueError(f"{path!r} names a folder, not a file: give the {whose} file "
                              f"name, as in {example!r}")
@@ -4534,8 +4535,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
       CorruptDataError: A part's record file is missing or its size differs from its header's.
       ValueError: The merged dataset or its header would land on a part's files or on a
         folder, the merged name is a part's header, the header would land where a save to
-        `tfrecord_path` puts its records (as `save` refuses), a part is listed twice, a path
-        is not UTF-8, the header's local file name is longer than 255 bytes, or one part
+        `tfrecord_path` puts its records (as `save` refuses), a part is listed twice or is
+        "", a path is not UTF-8, the header's local file name is longer than 255 bytes, or one part
         would be merged where the records of an earlier save to `tfrecord_path` are (`load`
         could not tell that header from a copy of the part's).
       TypeError: A path is a tensor.
@@ -4557,6 +4558,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     parts = [_fspath(p, "each of part_paths") for p in part_paths]
     if not parts:
         raise ValueError("merge() needs at least one part")
+    for part in parts:
+        _check_not_empty(part, "a path in part_paths")
     _check_names_a_file(tfrecord_path, header_path)
     _check_not_folders([tfrecord_path, header_path])  # as save's `_check_paths`
     _check_name_length(header_path, _basename(header_path))  # not at the rename, as TF's error
@@ -4845,7 +4848,8 @@ def _checked_header(header_path: str, tfrecord_path: str) -> tuple[_Header, list
     each time, at the cost of two more reads of the header (none for the original module's,
     whose records are counted by reading the file).
     """
-    _check_not_empty(tfrecord_path, header_path)
+    _check_not_empty(tfrecord_path, "tfrecord_path")
+    _check_not_empty(header_path, "header_path", _HEADER_EXAMPLE)
     attempts, locked = 3, False  # the first read takes no lock: a save rarely comes between
     folders = _dirname(tfrecord_path), _dirname(header_path)
     while True:

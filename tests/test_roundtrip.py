@@ -1962,11 +1962,13 @@ def test_a_save_path_that_names_a_folder_is_refused_as_such(path, tmp_path, monk
      "'data/train.tfrecord.header.yaml'"),
     (lambda path: super_serial.verify("data.tfrecord", path), "header_path is ''"),
     (super_serial.read_header, "header_path is '', which names no file"),
+    (lambda path: super_serial.merge(["data.tfrecord", path], "merged.tfrecord"),
+     "a path in part_paths is '', which names no file"),
 ])
 def test_an_empty_path_to_read_is_refused_as_such(reader, message, tmp_path, monkeypatch):
-    """load("") said ".header.yaml: header file not found", naming no file the caller gave,
-    and read_header("") ": header file not found". (Other paths of folders are named as
-    folders, with the saves in them: test_corruption.)"""
+    """load("") said ".header.yaml: header file not found", naming no file the caller gave
+    (merge too, of such a part), and read_header("") ": header file not found". (Other
+    paths of folders are named as folders, with the saves in them: test_corruption.)"""
     monkeypatch.chdir(tmp_path)
     super_serial.save(tf.data.Dataset.range(3), "data.tfrecord")
     with pytest.raises(ValueError, match=re.escape(message)):
