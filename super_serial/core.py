@@ -382,8 +382,11 @@ def _format_version(features, namedtuples=()) -> int:
 
 
 def default_header_path(tfrecord_path) -> str:
-    """Where the header sits when `header_path` is omitted: `<tfrecord_path>.header.yaml`."""
-    return _fspath(tfrecord_path, "tfrecord_path") + HEADER_SUFFIX
+    """Where the header sits when `header_path` is omitted: `<tfrecord_path>.header.yaml`.
+    ValueError where `tfrecord_path` is "" (it gave ".header.yaml")."""
+    path = _fspath(tfrecord_path, "tfrecord_path")
+    _check_not_empty(path, "tfrecord_path")
+    return path + HEADER_SUFFIX
 
 
 # Shard names have five digits (`base-00000-of-00064`): the most files one save can name
@@ -405,8 +408,9 @@ def _is_save_name(name: str, base: str) -> bool:
 
 
 def _fspath(path, name: str) -> str:
-    """The path `path` (the argument `name`) as a plain str (one of a subclass, NumPy's
-    `np.str_`, failed as the header's file name); ValueError naming it where it is not UTF-8,
+    """The path `path` (the argument `name`) as a plain str of its own text (one of a
+    subclass, NumPy's `np.str_`, failed as the header's file name, and a str Enum's member
+    named another file); ValueError naming it where it is not UTF-8,
     which TensorFlow's file functions need (bytes failed with a UnicodeDecodeError, a str with
     surrogates with a UnicodeEncodeError, neither naming the path), holds a NUL, where
     TensorFlow's C++ cuts it short and so names another file (Python's own `open` refuses it
@@ -422,7 +426,8 @@ def _fspath(path, name: str) -> str:
         raise TypeError(f"{name} must be a str, bytes or os.PathLike object, not "
                         f"{type(path).__name__} ({path!r:.80})") from None
     try:
-        text = path.decode() if isinstance(path, bytes) else str(path)
+        # str.__str__, not str(): to str(), a str Enum's member is "Paths.TRAIN"
+        text = path.decode() if isinstance(path, bytes) else str.__str__(path)
         text.encode()
     except UnicodeError:
         raise ValueError(f"{path!r}: paths must be valid UTF-8, as TensorFlow's file functions "
@@ -2307,7 +2312,7 @@ def save(
                          f"{'unknown size' if cardinality < 0 else f'{cardinality:,} elements'}")
     tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
     header_path = (_fspath(header_path, "header_path") if header_path is not None
-                   else default_header_path(tfrecord_path))
+                   else tfrecord_path + HEADER_SUFFIX)  # "" is refused below, as a folder
     name = _basename(tfrecord_path)
     _check_names_a_file(tfrecord_path, header_path)
     if not _plain_file_name(name):
@@ -4548,7 +4553,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     """
     tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
     header_path = (_fspath(header_path, "header_path") if header_path is not None
-                   else default_header_path(tfrecord_path))
+                   else tfrecord_path + HEADER_SUFFIX)  # "" is refused below, as a folder
     if isinstance(part_paths, (str, bytes, os.PathLike)):
         raise ValueError(f"part_paths must list the parts' paths; got one path, "
                          f"{_fspath(part_paths, 'part_paths')!r}")
@@ -4716,8 +4721,8 @@ def load(
     batch_size: int | None = None,
     drop_remainder: bool = False,
     shuffle_files: bool = False,
-    seed: int | None = None,
-    deterministic: bool = True,
+    seed: int | tf.Tensor | None = None,
+    deterministic: bool | None = True,
 ) -> tf.data.Dataset:
     """Loads records saved by `save` (or by the original super_serial module) as a dataset.
 

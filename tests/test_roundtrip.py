@@ -901,6 +901,32 @@ def test_a_str_subclass_path_is_saved_as_a_plain_str(tmp_path, monkeypatch):
         assert super_serial.read_header(f"{name}.header.yaml")["shards"][0]["file"] == name
 
 
+def test_a_str_enum_path_names_the_file_of_its_text(tmp_path, monkeypatch):
+    """A `(str, Enum)` member is its text to `open` and TensorFlow, but `str()` of it is
+    "Paths.TRAIN" (Python 3.11+): the save went to a file of that name in the working folder,
+    and a load of the member looked for "Paths.TRAIN.header.yaml" (helper-95)."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "sub" / "train.tfrecord"
+
+    class Paths(str, enum.Enum):
+        TRAIN = str(target)
+
+    dataset = tf.data.Dataset.range(3)
+    assert super_serial.default_header_path(Paths.TRAIN) == f"{target}.header.yaml"
+    super_serial.save(dataset, Paths.TRAIN)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]
+    assert target.is_file() and (tmp_path / "sub" / "train.tfrecord.header.yaml").is_file()
+    assert_same_elements(dataset, super_serial.load(Paths.TRAIN))
+    assert_same_elements(dataset, super_serial.load(str(target)))
+    assert super_serial.verify(Paths.TRAIN)["num_records"] == 3
+
+
+def test_the_default_header_path_of_an_empty_path_is_refused():
+    """It was ".header.yaml", a file beside none; load, verify and read_header refuse ""."""
+    with pytest.raises(ValueError, match=r"tfrecord_path is '', which names no file"):
+        super_serial.default_header_path("")
+
+
 def test_paths_of_the_wrong_type_name_their_argument(tmp_path):
     """`save(ds, "a.tfrecord", 123)` said "expected str, bytes or os.PathLike object, not
     int", and `merge(123, ...)` "'int' object is not iterable" (helper-86)."""
