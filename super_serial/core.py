@@ -91,7 +91,7 @@ _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at
 _MAX_HEADER_BYTES = 64 << 20
 # PyYAML makes an object of about 500 bytes for each value it reads: a header of 4 MB, a list of
 # 2 million zeros, took 1 GB and 10-33 s, and 64 MiB of it would take 16 GB. A header of 99,999
-# record files has about 600,000 values (`_values_at_most`).
+# record files has about 700,000 values (`_values_at_most`).
 _MAX_HEADER_VALUES = 1_000_000
 _TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
 _TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
@@ -724,10 +724,25 @@ def _records_kind(data: bytes, zlib: bool = False) -> str | None:
     return None
 
 
+# YAML's line breaks and white space, as its indicators `-` and `?` need one after them (in
+# UTF-8; PyYAML's reader reads UTF-16 too, after a byte order mark)
+_YAML_BREAKS = (b"\n", b"\r", "\x85".encode(), "\u2028".encode(), "\u2029".encode())
+_YAML_ENTRY, _YAML_KEY = ([c + after for after in (b" ", b"\t", *_YAML_BREAKS)]
+                          for c in (b"-", b"?"))
+
+
 def _values_at_most(text: bytes) -> int:
-    """At most how many values (nodes) PyYAML makes of `text`, counted before it reads it: each
-    value but the first follows a separator (`,`, `:`, a line end) or opens a collection."""
-    return 1 + sum(text.count(c) for c in (b",", b":", b"\n", b"[", b"{"))
+    """At most how many values (nodes) PyYAML makes of `text`, counted before it reads it. Each
+    value but the first is a key and its value after `:`, `,`, `{` or `?` and a space or line
+    break (two each, a mapping's key and value), an entry after `-` and a space or line break,
+    or a sequence opened by `[` (one each). Line ends were counted instead of `-` and `?`,
+    which missed lines such as `- - - - 0` and made nothing of line ends that are not `\n`:
+    2 MB of the first, or 12 MB of `- 0\r`, took a gigabyte and more than 15 s to read
+    (helper-96)."""
+    if text[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16, which PyYAML reads too
+        text = text.decode("utf-16", "replace").encode()
+    pairs = sum(text.count(c) for c in [b":", b",", b"{", *_YAML_KEY])
+    return 1 + 2 * pairs + text.count(b"[") + sum(text.count(c) for c in _YAML_ENTRY)
 
 
 def _yaml_reason(error: Exception) -> str:
