@@ -268,7 +268,8 @@ def _parser() -> argparse.ArgumentParser:
 
     head = command(
         "head", _head, "Print the first elements as NumPy values",
-        "Loads the dataset and prints the first N elements, one feature per line; large "
+        "Loads the dataset and prints the first N elements, each feature from a line of its "
+        "own (arrays of two or more dims and sparse values take several); large "
         "arrays and long strings are shortened.")
     data_arguments(head)
     head.add_argument("-n", "--num", type=_positive_int, default=5, metavar="N",
@@ -844,7 +845,8 @@ def _kept(folder: str, path: str, keep: bool) -> int:
     """The demo's last line where it keeps its files (where not, `_demo` says they are
     deleted once they are); its exit code (0)."""
     if keep:
-        print(f"\nFiles kept in {folder}; try: {PROG} head {_shell_word(path)} -n 2")
+        print(f"\nFiles kept in {_escaped(folder)}; try: {PROG} head {_shell_word(path)} "
+              "-n 2")
     return 0
 
 

@@ -557,11 +557,14 @@ def _feature_from_spec(spec, path) -> _Feature:
             f"{where}: dtype {spec.dtype.name} is not supported; "
             f"supported: {', '.join(_DTYPES)}"
         )
-    if spec.shape.rank is None:
-        raise SchemaError(
-            f"{where}: unknown rank is not supported; give the dataset a shape of "
-            "known rank (dims may be None), e.g. with tf.ensure_shape"
-        )
+    if spec.shape.rank is None:  # the way to a known rank, as each kind of spec takes one
+        how = ("its tf.RaggedTensorSpec a shape, as [None, None] for ragged rank 1"
+               if isinstance(spec, tf.RaggedTensorSpec) else
+               "it one in a map with x.set_shape([None, None]), one None a dim"
+               if isinstance(spec, tf.SparseTensorSpec) else
+               "it one in a map with tf.ensure_shape(x, [None, None]), one None a dim")
+        raise SchemaError(f"{where}: unknown rank is not supported; it needs a known rank "
+                          f"(its dims may be None): give {how}")
     shape = tuple(spec.shape.as_list())
     feature = _Feature(name, path, dtype, shape, dtype.encoding, ragged_rank,
                        sparse=isinstance(spec, tf.SparseTensorSpec))
@@ -620,9 +623,10 @@ def read_header(header_path) -> dict:
         type.
 
     Example:
+      >>> # the header of save's example, of one element
       >>> header = read_header("data.tfrecord.header.yaml")  # doctest: +SKIP
       >>> header["num_records"]  # doctest: +SKIP
-      2000
+      1
     """
     header_path = _fspath(header_path, "header_path")
     _check_not_empty(header_path, "header_path", _HEADER_EXAMPLE)
@@ -2281,7 +2285,9 @@ def save(
     Raises:
       SchemaError: The dataset holds something super_serial cannot represent, an element
         does not have the shape its element_spec gives, or the header would list more shards
-        than fit in the 64 MiB a header may take (nothing is saved then).
+        than fit in the 64 MiB a header may take (nothing is saved then; the message begins
+        with the path of the records or of the header, then "nothing was saved" or "nothing
+        was written").
       SuperSerialError: Called outside eager mode, or in a process forked after
         TensorFlow's runtime started (where TensorFlow hangs). Or the save failed while
         putting its files in place, and could not rename back the old files it had moved
@@ -2289,12 +2295,15 @@ def save(
       ValueError: An option or path has an invalid value, the dataset is infinite (its
         cardinality says so), or a file would land on a folder, on another of the save's
         files, or (the header) on a file of records (nothing is written then).
-      TypeError: `dataset` is not a `tf.data.Dataset`, or a path is a tensor.
+      TypeError: `dataset` is not a `tf.data.Dataset`, or a path is a tensor or of another
+        type.
       OSError: Writing, renaming or making a file or folder failed (a full disk, a folder it
         may not write in; nothing is saved then): the error's kind, with a message that
         begins "<tfrecord_path>: nothing was saved: ". TensorFlow's error kinds where
-        TensorFlow writes the file (compressed records, headers, renames): README,
-        Guarantees. Also the error of the dataset itself, where reading it fails.
+        TensorFlow writes the file or makes the folder (compressed records, headers,
+        folders, renames): README, Guarantees.
+      Any other: where reading the dataset fails, the error its pipeline raises (an
+        `InvalidArgumentError` of a failed `tf.debugging` assertion, say).
 
     Example:
       >>> ds = tf.data.Dataset.from_tensor_slices({"x": [[1.0, 2.0]], "y": [3]})
@@ -2314,18 +2323,21 @@ def save(
     shard_size = _count(shard_size, "shard_size (bytes)")
     elements_per_batch = _count(elements_per_batch, "elements_per_batch")
     progress = _flag(progress, "progress")
-    features, skeleton, namedtuples = _schema_from_spec(dataset.element_spec)
+    tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
+    try:
+        features, skeleton, namedtuples = _schema_from_spec(dataset.element_spec)
+    except SchemaError as e:  # a message that names the file, as save's others do
+        raise SchemaError(f"{tfrecord_path}: nothing was saved: {e}") from None
     cardinality = int(dataset.cardinality())
     if cardinality == tf.data.INFINITE_CARDINALITY:
-        raise ValueError("the dataset is infinite (e.g. .repeat() without a count); save a "
-                         "finite one, e.g. with .take(n)")
+        raise ValueError(f"{tfrecord_path}: nothing was saved: the dataset is infinite (e.g. "
+                         ".repeat() without a count); save a finite one, e.g. with .take(n)")
     if elements_per_batch and cardinality >= 0:  # tf.data reserves a batch's slots up front
         elements_per_batch = min(elements_per_batch, max(cardinality, 1))
     if elements_per_batch and elements_per_batch > _MAX_ELEMENTS_PER_BATCH:
         raise ValueError(f"elements_per_batch={elements_per_batch:,} is more than save reads "
                          f"at once ({_MAX_ELEMENTS_PER_BATCH:,}) from a dataset of "
                          f"{'unknown size' if cardinality < 0 else f'{cardinality:,} elements'}")
-    tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
     header_path = (_fspath(header_path, "header_path") if header_path is not None
                    else tfrecord_path + HEADER_SUFFIX)  # "" is refused below, as a folder
     name = _basename(tfrecord_path)
@@ -4559,10 +4571,14 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         "", a path is not UTF-8, the header's local file name is longer than 255 bytes, or
         one part would be merged where the records of an earlier save to `tfrecord_path` are
         (`load` could not tell that header from a copy of the part's).
-      TypeError: A path is a tensor.
+      TypeError: A path is a tensor or of another type, or `part_paths` is not an iterable.
+      OSError: Writing the header or making its folder failed (nothing is merged then): the
+        error's kind (TensorFlow's, which writes it), with a message that begins
+        "<header_path>: nothing was merged: ".
 
     Example:
       >>> # machine i of n: save(ds.shard(n, i), f"gs://bucket/data-part{i}")
+      >>> n = 4
       >>> parts = [f"gs://bucket/data-part{i}" for i in range(n)]  # doctest: +SKIP
       >>> merge(parts, "gs://bucket/data")  # doctest: +SKIP
     """
@@ -4750,8 +4766,8 @@ def load(
       header_path: The header; default `<tfrecord_path>.header.yaml`.
       original_dtypes: Restore the saved dtypes (default). False gives the TFRecord lists'
         dtypes: int64, float32, and string (raw-encoded features come back as their bytes,
-        one string an element, without the shapes or row lengths of those whose shape is
-        unknown or ragged).
+        one string an element, without the shapes, row lengths or indices of those whose
+        shape is unknown, ragged or sparse).
       batch_size: Give batches of this many elements instead of single elements (faster than
         `.batch()` afterwards; components of unknown shape are batched as ragged tensors, as
         `Dataset.ragged_batch` does, and sparse ones as `Dataset.batch` does).
@@ -4777,9 +4793,9 @@ def load(
         without `shuffle_files`, `drop_remainder` without `batch_size`), or a path is not
         UTF-8 or is "".
       TypeError: A path is a tensor (paths are Python strings: the header is read while the
-        pipeline is built), or, inside a `tf.function`, an option that shapes the pipeline
-        (`batch_size`, `drop_remainder`, `original_dtypes`, `shuffle_files`, `deterministic`)
-        is a tensor of the function.
+        pipeline is built) or of another type, or, inside a `tf.function`, an option that
+        shapes the pipeline (`batch_size`, `drop_remainder`, `original_dtypes`,
+        `shuffle_files`, `deterministic`) is a tensor of the function.
       SuperSerialError: Called in a process forked after TensorFlow's runtime started (as
         `multiprocessing`'s "fork" workers are), where TensorFlow's calls hang.
 
@@ -5920,13 +5936,14 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
       HeaderError: The header is missing, cannot be read, or is invalid.
       CorruptDataError: The first problem found, naming the file (and record and feature).
       ValueError: `progress` is not a bool, or a path is not UTF-8 or is "".
-      TypeError: A path is a tensor.
+      TypeError: A path is a tensor or of another type.
       SuperSerialError: Called outside eager mode, or in a process forked after
         TensorFlow's runtime started (where TensorFlow hangs).
 
     Example:
+      >>> # the files of save's example, of one element
       >>> verify("data.tfrecord")["num_records"]  # doctest: +SKIP
-      2000
+      1
     """
     _check_eager("verify")
     _check_not_forked("verify")

@@ -175,6 +175,14 @@ def test_the_demo_stands_where_its_timings_cannot_be_written(tmp_path, monkeypat
     assert len(list((tmp_path / "kept").iterdir())) == 3
 
 
+def test_the_folder_the_demo_keeps_is_named_on_one_line(capsys):
+    """A folder named with a line break was printed as it is, its name over two lines; the
+    command to try is quoted for a shell, which takes the line break as it is."""
+    assert cli._kept("/tmp/a\nb", "/tmp/a\nb/demo.tfrecord", True) == 0
+    assert capsys.readouterr().out == ("\nFiles kept in /tmp/a\\x0ab; try: super-serial head "
+                                       "'/tmp/a\nb/demo.tfrecord' -n 2\n")
+
+
 @pytest.mark.parametrize("interrupted", [False, True])
 def test_the_demo_says_its_files_are_deleted_once_they_are(
         tmp_path, monkeypatch, capsys, interrupted):
