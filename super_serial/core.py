@@ -391,6 +391,11 @@ def default_header_path(tfrecord_path) -> str:
 
 # Shard names have five digits (`base-00000-of-00064`): the most files one save can name
 _MAX_SHARDS = 99_999
+# int64's bounds as NumPy's ints for TensorFlow's ops: under TensorFlow's NumPy behaviour
+# (`experimental_enable_numpy_behavior(dtype_conversion_mode="all")` or "safe"), a Python int
+# past int32 is refused ("OverflowError: Python int ... too large to convert to np.int32"),
+# and load and verify failed on every read (helper-98)
+_INT64_MIN, _INT64_MAX = np.int64(np.iinfo(np.int64).min), np.int64(np.iinfo(np.int64).max)
 
 
 def _shard_file_names(base: str, num_shards: int) -> list[str]:
@@ -1386,8 +1391,14 @@ if hasattr(os, "register_at_fork"):  # POSIX
 
 def _check_eager(function: str):
     """SuperSerialError where `function` (save, verify: each iterates a dataset in Python) is
-    called inside a tf.function or graph."""
+    called inside a tf.function or graph, or where the program turned eager execution off (it
+    said "call it outside" then, where there is no outside; helper-98)."""
     if not tf.executing_eagerly():
+        if not tf.compat.v1.executing_eagerly_outside_functions():
+            raise SuperSerialError(
+                f"{function}() needs TensorFlow 2's eager execution, which this program turned "
+                "off (tf.compat.v1.disable_eager_execution() or disable_v2_behavior()); load() "
+                "works in a graph")
         raise SuperSerialError(f"{function}() runs eagerly (in a script), not inside a "
                                "tf.function or graph; call it outside")
 
@@ -5173,7 +5184,7 @@ class _Pipeline:
                 _tfrecords(path, compression, buffer_size).ignore_errors())
             blocks = records.batch(header.block_records).concatenate(end_marker)
             return tf.data.Dataset.zip((
-                tf.data.Dataset.range(np.iinfo(np.int64).max), blocks,
+                tf.data.Dataset.range(_INT64_MAX), blocks,
                 *(tf.data.Dataset.from_tensors(x).repeat() for x in extras)))
 
         if reading.one_file:
@@ -5699,10 +5710,10 @@ class _Decoder:
         record, within = tf.unstack(tf.raw_ops.RaggedTensorToSparse(
             rt_nested_splits=[indices.row_splits], rt_dense_values=flat).sparse_indices, axis=1)
         bounds = tf.gather(tf.reshape(shapes, [-1]), record * rank + within % rank)
-        outside = tf.where(tf.logical_and(flat >= 0, flat < bounds), tf.int64.min, flat)
+        outside = tf.where(tf.logical_and(flat >= 0, flat < bounds), _INT64_MIN, flat)
         # Of a record with no indices: int64's least, as for one whose indices all fit
         largest = tf.math.unsorted_segment_max(outside, record, tf.size(counts))
-        checks.add(tf.equal(largest, tf.int64.min), f,
+        checks.add(tf.equal(largest, _INT64_MIN), f,
                    "an index lies outside its dense shape", found=largest)
 
         def rows():
@@ -5824,7 +5835,7 @@ class _Checks:
     def add(self, condition, feature: _Feature, problem: str, found=None):
         """`condition`: [records] or [records, n] booleans; `found`: numbers of that shape."""
         if found is not None:  # the failing values
-            found = tf.where(condition, tf.int64.min, tf.cast(found, tf.int64))
+            found = tf.where(condition, _INT64_MIN, tf.cast(found, tf.int64))
         if condition.shape.rank > 1:  # a record's, together
             condition = tf.reduce_all(condition, axis=1)
             found = None if found is None else tf.reduce_max(found, axis=1)
@@ -5839,7 +5850,7 @@ class _Checks:
             return []
         passed = tf.reduce_all(tf.stack(self.conditions), axis=1)  # each check's
         which = tf.argmin(tf.cast(passed, tf.int32))  # the first that fails
-        found = tf.stack([tf.fill(tf.shape(self.conditions[0]), tf.int64.min) if f is None
+        found = tf.stack([tf.fill(tf.shape(self.conditions[0]), _INT64_MIN) if f is None
                           else f for f in self.found])
         value = tf.strings.as_string(tf.reduce_max(tf.gather(found, which)))
         has_found = tf.gather([f is not None for f in self.found], which)
@@ -5864,11 +5875,11 @@ def _check_range(f: _Feature, values, checks: _Checks):
         flat, rows = values, tf.shape(values, out_type=tf.int64)[0]
     if low == 0:  # one pass: as uint64, negative values are past any high
         greatest = tf.reduce_max(tf.bitcast(flat, tf.uint64))  # of no values: 0
-        fits, found = greatest <= high, tf.bitcast(greatest, tf.int64)
-    else:
+        fits, found = greatest <= np.uint64(high), tf.bitcast(greatest, tf.int64)
+    else:  # (NumPy's ints, as `_INT64_MIN`)
         least, greatest = tf.reduce_min(flat), tf.reduce_max(flat)  # of none: max, min
-        fits = tf.logical_and(least >= low, greatest <= high)
-        found = tf.where(greatest > high, greatest, least)
+        fits = tf.logical_and(least >= np.int64(low), greatest <= np.int64(high))
+        found = tf.where(greatest > np.int64(high), greatest, least)
     checks.add(tf.fill([rows], fits), f, f"a value does not fit {f.dtype.name} ({low} to {high})",
                found=tf.fill([rows], found))
 
@@ -5977,6 +5988,8 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     except (tf.errors.OpError, UnicodeDecodeError) as e:
         if _is_not_an_example(e):
             raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
+        if _CHECK_NUMERICS in getattr(e, "message", ""):  # the program's, on saved NaNs
+            raise
         raise CorruptDataError(_parse_failure(_tf_message(e), header)) from None
     finally:
         meter.close()
@@ -6030,6 +6043,11 @@ _LISTS = {"float": "a FloatList", "int64": "an Int64List", "string": "a BytesLis
 # ... and for a string feature of known shape holding another number of strings: no count
 _UNPARSED = re.compile(r"Name: (.+):(\d+), Key: (.+), Index: \d+\.\s+Can't parse serialized "
                        r"Example\.?$")
+
+
+# What TensorFlow's `tf.debugging.enable_check_numerics()` raises where an op gives a NaN or
+# an infinity: saved ones, parsed by verify, which called the files corrupt (helper-98)
+_CHECK_NUMERICS = "Detected Infinity or NaN in output"
 
 
 def _parse_failure(message: str, header: _Header) -> str:
