@@ -498,8 +498,14 @@ def _structure(node, named: dict, path: tuple = ()) -> str:
 
 
 def _shell_word(path: str) -> str:
-    """A path as a shell command line takes it, and not for an option (`-d/x` as `./-d/x`)."""
-    return shlex.quote("./" + path if path.startswith("-") else path)
+    """A path as a shell command line takes it, and not for an option (`-d/x` as `./-d/x`);
+    where it holds control characters (a line break, an escape), as bash's `$'...'` with
+    them escaped, on one line and with none sent to the terminal."""
+    path = "./" + path if path.startswith("-") else path
+    if not re.search(r"[\x00-\x1f\x7f]", path):
+        return shlex.quote(path)
+    return "$'" + re.sub(r"[\x00-\x1f\x7f\\']",
+                         lambda m: f"\\x{ord(m.group()):02x}", path) + "'"
 
 
 def _name(name: str) -> str:

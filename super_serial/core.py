@@ -91,8 +91,10 @@ _MAX_BLOCK_BYTES = 1 << 30  # a header may not make load parse more than this at
 _MAX_HEADER_BYTES = 64 << 20
 # PyYAML makes an object of about 500 bytes for each value it reads: a header of 4 MB, a list of
 # 2 million zeros, took 1 GB and 10-33 s, and 64 MiB of it would take 16 GB. A header of 99,999
-# record files has about 700,000 values (`_values_at_most`).
-_MAX_HEADER_VALUES = 1_000_000
+# record files, as save writes it, counts about 1,300,000 values (`_values_at_most`, which
+# counts each of its flow mappings, `{file: ..., num_bytes: ..., num_records: ...}`, as 13
+# values, where PyYAML makes 7).
+_MAX_HEADER_VALUES = 2_000_000
 _TARGET_BLOCK_BYTES = 4 << 20  # records parsed together on load (and dealt to shards on save)
 _TARGET_BATCH_BYTES = 16 << 20  # elements encoded together on save
 _MAX_BATCH_RECORDS = 8192
@@ -432,7 +434,7 @@ def _fspath(path, name: str) -> str:
                         f"{type(path).__name__} ({path!r:.80})") from None
     try:
         # str.__str__, not str(): to str(), a str Enum's member is "Paths.TRAIN"
-        text = path.decode() if isinstance(path, bytes) else str.__str__(path)
+        text = bytes.decode(path) if isinstance(path, bytes) else str.__str__(path)
         text.encode()
     except UnicodeError:
         raise ValueError(f"{path!r}: paths must be valid UTF-8, as TensorFlow's file functions "
@@ -733,25 +735,25 @@ def _records_kind(data: bytes, zlib: bool = False) -> str | None:
     return None
 
 
-# YAML's line breaks and white space, as its indicators `-` and `?` need one after them (in
-# UTF-8; PyYAML's reader reads UTF-16 too, after a byte order mark)
-_YAML_BREAKS = (b"\n", b"\r", "\x85".encode(), "\u2028".encode(), "\u2029".encode())
-_YAML_ENTRY, _YAML_KEY = ([c + after for after in (b" ", b"\t", *_YAML_BREAKS)]
-                          for c in (b"-", b"?"))
+# A space or YAML's line breaks after `-`, as its indicator of an entry needs one (in UTF-8;
+# PyYAML's reader reads UTF-16 too, after a byte order mark)
+_YAML_ENTRY = [b"-" + after for after in (b" ", b"\t", b"\n", b"\r", "\x85".encode(),
+                                          "\u2028".encode(), "\u2029".encode())]
 
 
 def _values_at_most(text: bytes) -> int:
     """At most how many values (nodes) PyYAML makes of `text`, counted before it reads it. Each
-    value but the first is a key and its value after `:`, `,`, `{` or `?` and a space or line
-    break (two each, a mapping's key and value), an entry after `-` and a space or line break,
-    or a sequence opened by `[` (one each). Line ends were counted instead of `-` and `?`,
-    which missed lines such as `- - - - 0` and made nothing of line ends that are not `\n`:
-    2 MB of the first, or 12 MB of `- 0\r`, took a gigabyte and more than 15 s to read
-    (helper-96)."""
+    value but the first is a key and its value after `:`, `,`, `{` or `?` (two each, a
+    mapping's key and value; `?` makes a key in a flow collection whatever follows it), an
+    entry after `-` and a space or line break, or a sequence opened by `[` (one each); a
+    `-` or `?` that ends the text makes up to two more. Line ends were counted instead of
+    `-` and `?`, which missed lines such as `- - - - 0` and made nothing of line ends that
+    are not `\n`: 2 MB of the first, or 12 MB of `- 0\r`, took a gigabyte and more than 15 s
+    to read (helper-96)."""
     if text[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16, which PyYAML reads too
         text = text.decode("utf-16", "replace").encode()
-    pairs = sum(text.count(c) for c in [b":", b",", b"{", *_YAML_KEY])
-    return 1 + 2 * pairs + text.count(b"[") + sum(text.count(c) for c in _YAML_ENTRY)
+    pairs = sum(text.count(c) for c in (b":", b",", b"{", b"?"))
+    return 3 + 2 * pairs + text.count(b"[") + sum(text.count(c) for c in _YAML_ENTRY)
 
 
 def _yaml_reason(error: Exception) -> str:
@@ -1392,12 +1394,14 @@ if hasattr(os, "register_at_fork"):  # POSIX
 def _check_eager(function: str):
     """SuperSerialError where `function` (save, verify: each iterates a dataset in Python) is
     called inside a tf.function or graph, or where the program turned eager execution off (it
-    said "call it outside" then, where there is no outside; helper-98)."""
+    said "call it outside" then, where there is no outside; helper-98). TensorFlow tells a
+    graph (`with tf.Graph().as_default()`) from that only by a private flag."""
     if not tf.executing_eagerly():
         if not tf.compat.v1.executing_eagerly_outside_functions():
             raise SuperSerialError(
-                f"{function}() needs TensorFlow 2's eager execution, which this program turned "
-                "off (tf.compat.v1.disable_eager_execution() or disable_v2_behavior()); load() "
+                f"{function}() needs TensorFlow 2's eager execution, which is off here: call it "
+                "outside any graph, where the program has not turned it off "
+                "(tf.compat.v1.disable_eager_execution() or disable_v2_behavior()); load() "
                 "works in a graph")
         raise SuperSerialError(f"{function}() runs eagerly (in a script), not inside a "
                                "tf.function or graph; call it outside")
@@ -2335,7 +2339,15 @@ def save(
     elements_per_batch = _count(elements_per_batch, "elements_per_batch")
     progress = _flag(progress, "progress")
     tfrecord_path = _fspath(tfrecord_path, "tfrecord_path")
-    try:
+    header_path = (_fspath(header_path, "header_path") if header_path is not None
+                   else tfrecord_path + HEADER_SUFFIX)  # "" is refused next, as a folder
+    name = _basename(tfrecord_path)
+    _check_names_a_file(tfrecord_path, header_path)
+    if not _plain_file_name(name):
+        raise ValueError(f"{tfrecord_path!r}: the records need a plain, printable file name "
+                         "(no backslash, nothing non-printable), which the header lists and "
+                         "load reads back")
+    try:  # (the paths first: the messages below name the records')
         features, skeleton, namedtuples = _schema_from_spec(dataset.element_spec)
     except SchemaError as e:  # a message that names the file, as save's others do
         raise SchemaError(f"{tfrecord_path}: nothing was saved: {e}") from None
@@ -2349,14 +2361,6 @@ def save(
         raise ValueError(f"elements_per_batch={elements_per_batch:,} is more than save reads "
                          f"at once ({_MAX_ELEMENTS_PER_BATCH:,}) from a dataset of "
                          f"{'unknown size' if cardinality < 0 else f'{cardinality:,} elements'}")
-    header_path = (_fspath(header_path, "header_path") if header_path is not None
-                   else tfrecord_path + HEADER_SUFFIX)  # "" is refused below, as a folder
-    name = _basename(tfrecord_path)
-    _check_names_a_file(tfrecord_path, header_path)
-    if not _plain_file_name(name):
-        raise ValueError(f"{tfrecord_path!r}: the records need a plain, printable file name "
-                         "(no backslash, nothing non-printable), which the header lists and "
-                         "load reads back")
     block_records, batch_records = _block_and_batch_records(features, num_shards or 1,
                                                             cardinality)
     planned = _Header(tuple(features), skeleton, 0, (_Shard(_basename(tfrecord_path), 0, 0),),
@@ -5988,8 +5992,8 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
     except (tf.errors.OpError, UnicodeDecodeError) as e:
         if _is_not_an_example(e):
             raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
-        if _CHECK_NUMERICS in getattr(e, "message", ""):  # the program's, on saved NaNs
-            raise
+        if isinstance(e, tf.errors.OpError) and _CHECK_NUMERICS.match(_tf_message(e)):
+            raise  # the program's, on saved NaNs
         raise CorruptDataError(_parse_failure(_tf_message(e), header)) from None
     finally:
         meter.close()
@@ -6047,7 +6051,8 @@ _UNPARSED = re.compile(r"Name: (.+):(\d+), Key: (.+), Index: \d+\.\s+Can't parse
 
 # What TensorFlow's `tf.debugging.enable_check_numerics()` raises where an op gives a NaN or
 # an infinity: saved ones, parsed by verify, which called the files corrupt (helper-98)
-_CHECK_NUMERICS = "Detected Infinity or NaN in output"
+# (at the start of the message, where a parse error of a feature so named could not put it)
+_CHECK_NUMERICS = re.compile(r"\s*!!! Detected Infinity or NaN in output \d+ of ")
 
 
 def _parse_failure(message: str, header: _Header) -> str:

@@ -175,12 +175,18 @@ def test_the_demo_stands_where_its_timings_cannot_be_written(tmp_path, monkeypat
     assert len(list((tmp_path / "kept").iterdir())) == 3
 
 
-def test_the_folder_the_demo_keeps_is_named_on_one_line(capsys):
-    """A folder named with a line break was printed as it is, its name over two lines; the
-    command to try is quoted for a shell, which takes the line break as it is."""
-    assert cli._kept("/tmp/a\nb", "/tmp/a\nb/demo.tfrecord", True) == 0
-    assert capsys.readouterr().out == ("\nFiles kept in /tmp/a\\x0ab; try: super-serial head "
-                                       "'/tmp/a\nb/demo.tfrecord' -n 2\n")
+def test_the_folder_the_demo_keeps_is_named_on_one_line(tmp_path, capsys):
+    """A folder named with a line break or an escape was printed as it is: its name over two
+    lines, and the escape sent to the terminal. The command to try quotes it as bash's
+    $'...', which bash reads back as the folder's name."""
+    folder = str(tmp_path / "a\nb\x1b[31m'c")
+    assert cli._kept(folder, folder + "/demo.tfrecord", True) == 0
+    out = capsys.readouterr().out
+    assert out == (f"\nFiles kept in {tmp_path}/a\\x0ab\\x1b[31m'c; try: super-serial head "
+                   f"$'{tmp_path}/a\\x0ab\\x1b[31m\\x27c/demo.tfrecord' -n 2\n")
+    word = out.split(" head ")[1].rsplit(" -n", 1)[0]
+    echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True)
+    assert echoed.stdout.decode() == folder + "/demo.tfrecord"
 
 
 @pytest.mark.parametrize("interrupted", [False, True])

@@ -664,6 +664,21 @@ def test_verify_says_what_a_record_holds_that_tensorflow_cannot_parse(paths, val
     assert str(info.value) == f"{tfrecord_path}: record 257: feature 'x': {problem}"
 
 
+def test_a_feature_named_as_check_numerics_words_its_error_is_still_corrupt_data(paths):
+    """verify lets `tf.debugging.enable_check_numerics()`'s error through as it is
+    (tests/test_settings.py); a parse error quoting a feature of its words was let through
+    too, as TensorFlow's error (helper-99)."""
+    tfrecord_path, header_path = paths
+    name = "!!! Detected Infinity or NaN in output 0 of graph op"
+    save(tf.data.Dataset.from_tensor_slices({name: np.ones([3, 2], np.float32)}),
+         tfrecord_path, header_path)
+    edit_examples(tfrecord_path, header_path, {1: {name: [1, 2]}}, "int64_list")
+    with pytest.raises(CorruptDataError) as info:
+        verify(tfrecord_path, header_path)
+    assert str(info.value) == (f"{tfrecord_path}: record 1: feature '{name}': holds an "
+                               "Int64List, where the header gives a FloatList")
+
+
 def test_of_several_failing_checks_the_first_feature_is_named(paths):
     """Records failing the checks of two features: the message is always the one of the
     feature that comes first (in the order of the structure)."""

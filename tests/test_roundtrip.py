@@ -2099,6 +2099,22 @@ def test_verify_inside_tf_function(paths):
     assert super_serial.verify(*paths)["num_records"] == 3
 
 
+def test_save_and_verify_in_a_graph_say_that_eager_execution_is_off_there(tmp_path, paths):
+    """TensorFlow tells a graph from eager execution turned off (tests/test_settings.py) only
+    by a private flag: the message gives both (the latter alone was said in a graph)."""
+    super_serial.save(tf.data.Dataset.range(3), *paths)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with tf.Graph().as_default():
+        for name, call in (("save", lambda: super_serial.save(tf.data.Dataset.range(2), *paths)),
+                           ("verify", lambda: super_serial.verify(*paths))):
+            with pytest.raises(SuperSerialError, match=re.escape(
+                    f"{name}() needs TensorFlow 2's eager execution, which is off here: call "
+                    "it outside any graph, where the program has not turned it off")):
+                call()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert super_serial.verify(*paths)["num_records"] == 3
+
+
 @pytest.mark.parametrize("argument, value", [
     ("batch_size", 2), ("original_dtypes", False), ("drop_remainder", False),
     ("shuffle_files", False), ("deterministic", False)])
@@ -2150,6 +2166,20 @@ def test_num_shards_and_shard_size_together_are_refused(tmp_path, paths):
     with pytest.raises(ValueError, match="^give num_shards or shard_size, not both$"):
         super_serial.save(tf.data.Dataset.range(3), *paths, num_shards=2, shard_size=1000)
     _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("dataset", [
+    lambda: tf.data.Dataset.range(3).repeat(),
+    lambda: generated([np.zeros(3)], tf.TensorSpec(None, tf.float64)),
+], ids=["infinite", "unknown rank"])
+def test_a_path_of_no_file_is_named_so_before_the_dataset_is_refused(tmp_path, monkeypatch,
+                                                                      dataset):
+    """Refusals of the dataset name the file: for "", ": nothing was saved: ..." named none.
+    The path is refused first, as naming a folder (helper-99)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=re.escape("'' names a folder, not a file")):
+        super_serial.save(dataset(), "")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_infinite_dataset_is_refused_before_anything_is_read(tmp_path, paths):

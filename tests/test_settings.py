@@ -123,7 +123,8 @@ def test_save_and_verify_say_that_eager_execution_was_turned_off(tmp_path):
     load in a TensorFlow 1 session they point to is taken here too."""
     result = run(GRAPH_MODE, str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
-    turned_off = ("() needs TensorFlow 2's eager execution, which this program turned off "
+    turned_off = ("() needs TensorFlow 2's eager execution, which is off here: call it outside "
+                  "any graph, where the program has not turned it off "
                   "(tf.compat.v1.disable_eager_execution() or disable_v2_behavior()); load() "
                   "works in a graph")
     assert result.stdout.splitlines() == [f"save save{turned_off}", f"verify verify{turned_off}",
