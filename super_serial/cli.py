@@ -502,10 +502,9 @@ def _shell_word(path: str) -> str:
     where it holds control characters (a line break, an escape), as bash's `$'...'` with
     them escaped, on one line and with none sent to the terminal."""
     path = "./" + path if path.startswith("-") else path
-    if not re.search(r"[\x00-\x1f\x7f]", path):
+    if _escaped(path) == path:
         return shlex.quote(path)
-    return "$'" + re.sub(r"[\x00-\x1f\x7f\\']",
-                         lambda m: f"\\x{ord(m.group()):02x}", path) + "'"
+    return "$'" + _escaped(path.replace("\\", "\\x5c").replace("'", "\\x27")) + "'"
 
 
 def _name(name: str) -> str:

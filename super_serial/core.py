@@ -5990,11 +5990,12 @@ def verify(tfrecord_path, header_path=None, *, progress: bool = False) -> dict:
             meter.update(count, _share(total_bytes, count, header.num_records))
         meter.update(count, total_bytes, force=True)
     except (tf.errors.OpError, UnicodeDecodeError) as e:
-        if _is_not_an_example(e):
+        if _is_not_an_example(e):  # (every UnicodeDecodeError)
             raise CorruptDataError(_not_an_example(header, tfrecord_path)) from None
-        if isinstance(e, tf.errors.OpError) and _CHECK_NUMERICS.match(_tf_message(e)):
+        message = _tf_message(e)
+        if _CHECK_NUMERICS.match(message):
             raise  # the program's, on saved NaNs
-        raise CorruptDataError(_parse_failure(_tf_message(e), header)) from None
+        raise CorruptDataError(_parse_failure(message, header)) from None
     finally:
         meter.close()
     if header.compression:
