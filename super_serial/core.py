@@ -48,7 +48,7 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 import tensorflow as tf
@@ -543,6 +543,15 @@ def _utf8(text: str) -> bool:
     return True
 
 
+# What tf.data's other kinds of component are, and what to save instead
+_UNSUPPORTED_HINTS = {
+    "DatasetSpec": ("a dataset, as .window() makes", "make it a tensor first, e.g. with "
+                    ".batch(size) in place of .window(size)"),
+    "NoneTensorSpec": ("None", "leave it out of the element, and put it back after load"),
+    "TensorArraySpec": ("a tf.TensorArray", "save its .stack()"),
+}
+
+
 def _feature_from_spec(spec, path) -> _Feature:
     name = _feature_name(path)
     where = _named(name)
@@ -551,12 +560,15 @@ def _feature_from_spec(spec, path) -> _Feature:
     elif isinstance(spec, (tf.TensorSpec, tf.SparseTensorSpec)):
         ragged_rank = 0
     else:
-        kind = type(spec).__name__
+        kind, todo = type(spec).__name__, ""
         if hasattr(spec, "_fields") or isinstance(spec, list):
             kind = f"{kind} (use a dict or a tuple)"
+        elif kind in _UNSUPPORTED_HINTS:
+            what, todo = _UNSUPPORTED_HINTS[kind]
+            kind, todo = f"{kind} ({what})", f": {todo}"
         raise SchemaError(
             f"{where if path else 'the element'}: {kind} is not supported; "
-            "super_serial saves tf.Tensor, tf.RaggedTensor and tf.SparseTensor components"
+            f"super_serial saves tf.Tensor, tf.RaggedTensor and tf.SparseTensor components{todo}"
         )
     dtype = _DTYPES.get(spec.dtype.name)
     if dtype is None:
@@ -865,7 +877,7 @@ def _refusal(path: str) -> str | None:
     return None
 
 
-def _cannot_read_header(header_path: str, error: tf.errors.OpError):
+def _cannot_read_header(header_path: str, error: tf.errors.OpError) -> NoReturn:
     if tf.io.gfile.isdir(header_path):  # TensorFlow's message: "<path>; Is a directory"
         raise HeaderError(f"{header_path}: a folder, not a header file") from None
     raise HeaderError(f"{header_path}: cannot read header: {_file_reason(header_path, error)}"
@@ -947,7 +959,7 @@ class _HeaderParser:
         self.source = source
         self.version = 0  # the header's, once read
 
-    def fail(self, field: str, problem: str):
+    def fail(self, field: str, problem: str) -> NoReturn:
         raise HeaderError(f"{self.source}: field '{_printable(field)}': {problem}")
 
     def get(self, mapping: dict, key: str, field: str, kind, *, optional=False, default=None):

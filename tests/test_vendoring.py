@@ -57,6 +57,15 @@ def test_the_core_says_its_version_and_carries_its_licence():
     assert "The above copyright notice and this permission notice shall be included" in doc
 
 
+def test_the_package_ships_its_pep_561_marker():
+    """Without py.typed, mypy refused `import super_serial` ("missing library stubs or
+    py.typed marker") and ignored its annotations (helper-95). setuptools packs only the
+    package data pyproject names (checked once by hand in a wheel: super_serial/py.typed)."""
+    project = (CORE.parents[1] / "pyproject.toml").read_text()
+    assert '[tool.setuptools.package-data]\nsuper_serial = ["py.typed"]' in project
+    assert (CORE.parent / "py.typed").is_file()
+
+
 def test_core_imports_only_stdlib_numpy_tensorflow_yaml():
     imports = _imports(CORE.read_text(encoding="utf-8"))
     assert imports, "no imports found: is this the right file?"
