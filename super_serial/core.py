@@ -5570,9 +5570,13 @@ class _Decoder:
         # Zero-size components are checked too (their records hold nothing), but made again
         # for each element instead (`finishing`)
         decoders = [self._decode_feature(f, parsed, checks) for f in self.features]
-        with tf.control_dependencies(checks.assertion()):
-            leaves = [tf.zeros([rows], tf.bool) if empty else decode()
-                      for decode, empty in zip(decoders, self.empty)]
+        assertion = checks.assertion()
+        with tf.control_dependencies(assertion):
+            leaves = [None if empty else decode() for decode, empty in zip(decoders, self.empty)]
+        for k, f in enumerate(self.features):
+            if self.empty[k]:  # of the parse's output, which nothing else may use
+                with tf.control_dependencies(assertion):
+                    leaves[k] = tf.zeros(tf.shape(parsed[f.name], tf.int64)[:1], tf.bool)
         return tuple(leaves) if self.element_map else self.pack(leaves)
 
     @tf.autograph.experimental.do_not_convert

@@ -526,6 +526,49 @@ def test_a_zero_size_component_over_records_that_hold_values(paths):
         iterate(tfrecord_path, header_path, batch_size=2)
 
 
+@pytest.mark.parametrize("values, problem", [
+    (np.arange(4, dtype=np.float32), "expected 0 float values, found 1"),
+    (np.array([b"a", b"b", b"c", b"d"]), "expected 0 strings, found 1"),
+], ids=["float32", "string"])
+@pytest.mark.parametrize("how", ["eager", "batch_size", "in a graph", "verify"])
+def test_a_lone_zero_size_component_over_records_that_hold_values(paths, values, problem, how):
+    """With no other feature beside it, nothing used the parse of the records: every form of
+    load gave [] for each element and verify passed, the values silently dropped (helper-101;
+    in a graph, a control dependency on the parse was not enough)."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"z": values}), tfrecord_path, header_path)
+    edit_header(header_path, lambda h: h["features"]["z"].update(shape=[0]))
+    if how == "verify":
+        with pytest.raises(CorruptDataError, match="^" + re.escape(
+                f"{tfrecord_path}: record 0: feature 'z': {problem}") + "$"):
+            verify(tfrecord_path, header_path)
+        return
+    run = {"eager": lambda: iterate(tfrecord_path, header_path),
+           "batch_size": lambda: iterate(tfrecord_path, header_path, batch_size=2),
+           "in a graph": tf.function(lambda: load(tfrecord_path, header_path).reduce(
+               np.int64(0), lambda n, _: n + 1))}[how]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
+            f"Name: {tfrecord_path}:0, Key: z, Index: 0.  ")):  # the parse's own error
+        run()
+
+
+def test_a_lone_zero_size_component_over_records_that_are_no_examples(paths):
+    """verify read no record of a save whose only component is zero-size (helper-101)."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_tensor_slices({"z": np.zeros((4, 0), np.float32)}),
+         tfrecord_path, header_path)
+    with tf.io.TFRecordWriter(tfrecord_path) as writer:
+        for _ in range(4):
+            writer.write(b"not a tf.train.Example")
+    size = Path(tfrecord_path).stat().st_size
+    edit_header(header_path, lambda h: h["shards"][0].__setitem__("num_bytes", size))
+    with pytest.raises(CorruptDataError, match="^" + re.escape(
+            f"{tfrecord_path}: record 0 is not a tf.train.Example TensorFlow can parse") + "$"):
+        verify(tfrecord_path, header_path)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Could not parse example input"):
+        iterate(tfrecord_path, header_path)
+
+
 RANGE_CASES = {
     # dtype saved, its spec's shape, a stored value that does not fit, what the message says
     "int16": (tf.int16, [2], 40000, "int16 (-32768 to 32767), found 40000"),
