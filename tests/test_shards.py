@@ -895,9 +895,9 @@ def test_a_header_past_its_limit_is_not_written(tmp_path, paths, monkeypatch):
 @pytest.mark.parametrize("limit", ["_MAX_HEADER_BYTES", "_MAX_HEADER_VALUES"])
 def test_a_header_whose_features_pass_its_limit_is_refused_before_reading(tmp_path, paths,
                                                                          monkeypatch, limit):
-    """Features alone can pass what a header may hold (30 names of 10,000 commas: 1.2 million
-    values): save refused only when it wrote the header, after every element was read and
-    written (helper-85). Now before it reads any."""
+    """Features alone can pass what a header may hold (30 names of 10,000 commas: 2.4 million
+    values as counted now): save refused only when it wrote the header, after every element
+    was read and written (helper-85). Now before it reads any."""
     tfrecord_path, header_path = paths
     read = []
 
