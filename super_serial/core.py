@@ -5662,6 +5662,9 @@ class _Decoder:
         if self.check_ranges and self.original and f.encoding == "int64" \
                 and f.dtype.tf_dtype.size < 8:
             _check_range(f, values, checks)
+        if self.check_ranges and self.original and f.encoding == "float" \
+                and f.dtype.tf_dtype.size < 4:
+            _check_exact(f, values, checks)
         if f.sparse:
             return self._decode_sparse(f, values, parsed, checks)
         if f.kind == "fixed":
@@ -5902,6 +5905,19 @@ def _check_range(f: _Feature, values, checks: _Checks):
         found = tf.where(greatest > np.int64(high), greatest, least)
     checks.add(tf.fill([rows], fits), f, f"a value does not fit {f.dtype.name} ({low} to {high})",
                found=tf.fill([rows], found))
+
+
+def _check_exact(f: _Feature, values, checks: _Checks):
+    """FloatList values restored to float16 or bfloat16 (as the original module stored them)
+    must be values of it: a header that does not match its records would otherwise round
+    them, 70000.0 to inf, silently. As `_check_range`, for `verify` only, for the block."""
+    flat = values.flat_values if isinstance(values, tf.RaggedTensor) else values
+    back = tf.cast(tf.cast(flat, f.dtype.tf_dtype), tf.float32)
+    exact = tf.reduce_all(tf.logical_or(tf.equal(back, flat), tf.math.is_nan(flat)))
+    rows = tf.shape(values, out_type=tf.int64)[0] if not isinstance(
+        values, tf.RaggedTensor) else values.nrows()
+    checks.add(tf.fill([rows], exact), f, f"a value is not exactly a {f.dtype.name} (it would "
+               "load rounded)")
 
 
 def _raw_size(f: _Feature) -> int:

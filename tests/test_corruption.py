@@ -580,6 +580,35 @@ RANGE_CASES = {
 }
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "rounded"])
+def test_verify_finds_float_values_that_are_not_the_dtype(paths, dtype, exact):
+    """A header edited from float32 to float16 or bfloat16 (stored as a FloatList, as the
+    original module stored them) made `load` round the values, 70000.0 to inf, and `verify`
+    passed it (helper-103). Values of the dtype pass, NaN, infinities, -0.0 and the smallest
+    subnormal among them; one value that is not fails."""
+    tfrecord_path, header_path = paths
+    tf_dtype = tf.as_dtype(dtype)
+    values = tf.cast(tf.constant([[np.nan, np.inf], [-np.inf, -0.0], [1.5, 2.0 ** -24]]),
+                     tf_dtype)
+    values = tf.cast(values, tf.float32).numpy()
+    if not exact:
+        values[2, 0] = 70000.0 if dtype == "float16" else 1.1
+    save(tf.data.Dataset.from_tensor_slices({"x": values}), tfrecord_path, header_path)
+    edit_header(header_path, lambda h: h["features"]["x"].update(
+        dtype=dtype, dtype_enum=tf_dtype.as_datatype_enum))
+    if exact:
+        assert verify(tfrecord_path, header_path)["num_records"] == 3
+        loaded = np.stack([e["x"].numpy() for e in load(tfrecord_path, header_path)])
+        assert loaded.dtype == tf_dtype.as_numpy_dtype
+        np.testing.assert_array_equal(loaded.astype(np.float32), values)
+        return
+    with pytest.raises(CorruptDataError, match="^" + re.escape(
+            f"{tfrecord_path}: feature 'x': a value is not exactly a {dtype} (it would load "
+            "rounded)") + "$"):
+        verify(tfrecord_path, header_path)
+
+
 # 16-bit ints are raw since format version 3; version 2 stored them as int64, as it stored
 # 32-bit ones: saved as those, then their header says what version 2 wrote
 _INT64_ENCODED = {tf.int16: tf.int32, tf.uint16: tf.uint32}
