@@ -557,6 +557,9 @@ def _feature_from_spec(spec, path) -> _Feature:
     where = _named(name)
     if isinstance(spec, tf.RaggedTensorSpec):
         ragged_rank = spec.ragged_rank
+        if spec.flat_values_spec is not None:  # which tf.data cannot batch or iterate either
+            raise SchemaError(f"{where}: a tf.RaggedTensorSpec with a flat_values_spec is not "
+                              "supported; give the spec its dtype and shape alone")
     elif isinstance(spec, (tf.TensorSpec, tf.SparseTensorSpec)):
         ragged_rank = 0
     else:
