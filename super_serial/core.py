@@ -490,7 +490,8 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any, tuple]:
                                   f"({type(next(k for k in spec if type(k) is not str)).__name__}"
                                   ") that compares or sorts otherwise than their text; use "
                                   "plain str keys")
-            return {k: visit(plain[k], path + (k,)) for k in sorted(plain)}
+            visited = {k: visit(plain[k], path + (k,)) for k in sorted(plain)}  # tf.nest's
+            return {k: visited[k] for k in plain}  # the dict in its own order, for load
         if isinstance(spec, tuple):
             if not spec:
                 raise SchemaError(f"{where}: empty " + (
@@ -4515,8 +4516,10 @@ def _beyond_header_limits(text: bytes, header: _Header) -> str | None:
 def _header_text(header: _Header) -> str:
     """The header as YAML. The features, most of it, are dumped once per schema (PyYAML's
     pure-Python emitter takes milliseconds for them) and put in place of a stand-in: the same
-    text as dumping it whole, as the shard list keeps the top level in block style."""
+    text as dumping it whole, as the shard list keeps the top level in block style. Mappings
+    are sorted but the structure's dicts (`_InOrder`)."""
     fields = dict(header.to_yaml(), features=_STAND_IN)
+    fields["structure"] = _in_order(fields["structure"])
     text = _yaml(fields)
     line = f"\nfeatures: {_STAND_IN}\n"
     assert text.count(line) == 1, "the features' stand-in is not where it should be"
@@ -4539,6 +4542,23 @@ def _represent_str(dumper, text: str):
 
 
 _HeaderDumper.add_representer(str, _represent_str)
+
+
+class _InOrder(dict):
+    """A mapping that the header lists in its own order, not sorted: the structure's dicts,
+    whose keys `load` gives back in that order (readers before it sorted them)."""
+
+
+def _in_order(node):
+    if isinstance(node, dict):
+        return _InOrder((k, _in_order(v)) for k, v in node.items())
+    if isinstance(node, list):
+        return [_in_order(item) for item in node]
+    return node
+
+
+_HeaderDumper.add_representer(_InOrder, lambda dumper, mapping: dumper.represent_mapping(
+    "tag:yaml.org,2002:map", list(mapping.items())))  # pairs, which PyYAML does not sort
 
 
 def _yaml(mapping: dict) -> str:
@@ -5641,7 +5661,7 @@ class _Decoder:
 
         def build(node, path):
             if isinstance(node, dict):
-                return {k: build(node[k], path + (k,)) for k in sorted(node)}
+                return {k: build(node[k], path + (k,)) for k in node}  # the header's order
             if isinstance(node, list):
                 items = [build(item, path + (i,)) for i, item in enumerate(node)]
                 namedtuple = self.namedtuples.get(path)

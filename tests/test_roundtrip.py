@@ -1861,19 +1861,45 @@ def test_dict_keys_of_a_str_subclass_are_saved_as_the_strs_they_are(paths, keys)
 @pytest.mark.parametrize("kind", [dict, collections.OrderedDict,
                                   lambda items: collections.defaultdict(list, items)],
                          ids=["dict", "OrderedDict", "defaultdict"])
-def test_dicts_load_as_plain_dicts_in_sorted_key_order(paths, kind):
-    """What the README says of dicts, untested (helper-102): keys in sorted order, whatever
-    order the dataset gave them in, nested too; the values stay with their keys."""
-    element = kind([("z", tf.constant(1)), ("a", kind([("y", tf.constant(2.0)),
-                                                         ("b", tf.constant(b"s"))]))])
-    dataset = tf.data.Dataset.from_tensors(element)
-    assert list(dataset.element_spec) == ["z", "a"]  # the source keeps the order it was given
-    super_serial.save(dataset, *paths)
-    loaded = super_serial.load(*paths)
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_dicts_load_as_plain_dicts_in_their_own_key_order(paths, kind, batch_size):
+    """Dicts came back with their keys sorted (as tf.nest flattens them, and mostly as
+    tf.data.Dataset.load gives them): code that takes a dict's values in order, as
+    TensorFlow's CSV tutorial stacks `features.values()`, got its columns in another order
+    (helper-102). The header lists each dict of the structure in its own order."""
+    element = (kind([("z", tf.constant(1)), ("a", kind([("y", tf.constant(2.0)),
+                                                         ("b", tf.constant(b"s"))]))]),
+               kind([("m", tf.constant(3)), ("c", tf.constant(4))]))
+    dataset = tf.data.Dataset.from_tensors(element).repeat(3)
+    assert list(dataset.element_spec[0]) == ["z", "a"]  # the source keeps the order given
+    header = super_serial.save(dataset, *paths)
+    assert sorted(header["features"]) == ["0/a/b", "0/a/y", "0/z", "1/c", "1/m"]
+    with open(paths[1]) as f:
+        assert "\nstructure:\n- z: 0/z\n  a: {y: 0/a/y, b: 0/a/b}\n- {m: 1/m, c: 1/c}\n" in f.read()
+    loaded = super_serial.load(*paths, batch_size=batch_size)
     for structure in (loaded.element_spec, next(iter(loaded))):
-        assert type(structure) is dict and type(structure["a"]) is dict
-        assert list(structure) == ["a", "z"] and list(structure["a"]) == ["b", "y"]
-    assert_same_elements(dataset, loaded)
+        first, second = structure
+        assert type(first) is dict and type(first["a"]) is dict and type(second) is dict
+        assert (list(first), list(first["a"]), list(second)) == (["z", "a"], ["y", "b"],
+                                                                 ["m", "c"])
+    expected = dataset if batch_size is None else dataset.batch(batch_size)
+    assert_same_elements(expected, loaded)
+
+
+def test_a_header_lists_the_structures_dicts_in_any_order(paths):
+    """Headers before the change above list them sorted, and load as they did: sorted; a
+    header edited to list them in another order loads in that order, its values in place."""
+    dataset = tf.data.Dataset.from_tensors({"b": tf.constant(1), "a": tf.constant(2.0)})
+    super_serial.save(dataset, *paths)
+    with open(paths[1]) as f:
+        text = f.read()
+    assert "\nstructure: {b: b, a: a}\n" in text
+    for order in ("{a: a, b: b}", "{b: b, a: a}"):
+        with open(paths[1], "w") as f:
+            f.write(text.replace("structure: {b: b, a: a}", f"structure: {order}"))
+        element = next(iter(super_serial.load(*paths)))
+        assert list(element) == [order[1], order[7]]
+        assert (element["a"].numpy(), element["b"].numpy()) == (2.0, 1)
 
 
 class _DefinedOrder(str, enum.Enum):

@@ -55,7 +55,9 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
               for i, v, s in (([[1, 2], [0, 0]], [0.1, -0.0], [2, 3]), ([], [], [1, 3]),
                               ([[0, 1]], [1e300], [1, 3]), ([[3, 2]], [-2.5], [4, 3]))]
 
-    features = tf.data.Dataset.zip({
+    # in sorted order: save now lists a dict's keys in the dict's own order in the header,
+    # where the writers of these files listed them sorted
+    features = tf.data.Dataset.zip(dict(sorted({
         "f64": tf.data.Dataset.from_tensor_slices(f64),
         "f32": tf.data.Dataset.from_tensor_slices(f32),
         "u64": tf.data.Dataset.from_tensor_slices(u64),
@@ -76,7 +78,7 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
             Span(np.array([0, 5, -1, 2**31 - 1], np.int32), np.array([3, 5, 0, -(2**31)],
                                                                       np.int32)))}
            if version >= 5 else {}),
-    })
+    }.items())))
     element = Labeled if version >= 5 else lambda *parts: parts
     return tf.data.Dataset.zip(element(features, tf.data.Dataset.from_tensor_slices(label)))
 
