@@ -4440,13 +4440,15 @@ def _stranded_error(error: Exception, stranded: list) -> SuperSerialError:
 
 def _exists_by_name(path: str) -> bool:
     """Whether `path` is there, by its exact name in its folder's listing (ram:// says any
-    prefix of a file's name exists). False where the folder cannot be listed (an error, or
-    a name in it that is not UTF-8): the rollback then undoes the rename, which does nothing
-    where it was not made."""
+    prefix of a file's name exists). Where the folder cannot be listed (an error, a name in
+    it that is not UTF-8, a folder one may write in but not list): a local path is looked
+    up by its name, and others are taken as gone; the rollback then undoes the rename, which
+    does nothing where it was not made (but for an old file moved aside, which it would
+    call stranded)."""
     try:
         return _basename(path) in tf.io.gfile.listdir(_listable(_dirname(path)))
     except Exception:  # noqa: BLE001 - a rollback must go on whatever the listing raises
-        return False
+        return _is_local(path) and os.path.lexists(_local(path))
 
 
 def _size(path: str) -> int | None:

@@ -474,6 +474,36 @@ def test_an_old_file_that_cannot_be_moved_aside_fails_the_save_by_name(tmp_path,
     assert_same_elements(dataset, load(tfrecord_path))
 
 
+def test_a_failed_move_aside_in_a_folder_that_cannot_be_listed(tmp_path, monkeypatch):
+    """In a folder one may write in but not list (mode 1733, and a header that another user
+    owns), the old header's move aside failed, and the rollback, which could not list the
+    folder, took it as made: the error said a backup that was never made could not be put
+    back (helper-104, as a user other than root; here the listing and the rename fail as
+    they did there)."""
+    tfrecord_path, header_path = str(tmp_path / "a.tfrecord"), str(tmp_path / "a.header.yaml")
+    save(wide(6), tfrecord_path, header_path)
+    before = snapshot(tmp_path)
+    real_listdir, real_rename = tf.io.gfile.listdir, tf.io.gfile.rename
+
+    def listdir(path):
+        if Path(str(path)) == tmp_path:
+            raise tf.errors.PermissionDeniedError(None, None, f"{path}; Permission denied")
+        return real_listdir(path)
+
+    def rename(src, dst, overwrite=False):
+        if str(src) == header_path:
+            raise tf.errors.PermissionDeniedError(None, None, f"{src}; Operation not permitted")
+        return real_rename(src, dst, overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "listdir", listdir)
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    with pytest.raises(tf.errors.PermissionDeniedError, match="^" + re.escape(
+            f"{tfrecord_path}: nothing was saved: {header_path}; Operation not permitted")):
+        save(wide(4), tfrecord_path, header_path)
+    monkeypatch.undo()
+    assert snapshot(tmp_path) == before
+
+
 def test_old_files_that_cannot_be_put_back_are_named(tmp_path, monkeypatch):
     """On a full disk the renames back can fail too (a folder's listing grows for the old
     names). The new temporaries are removed before them, to make room, and an old file still
