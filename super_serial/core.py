@@ -661,7 +661,8 @@ _MAX_FLOW_LEVELS = 1000
 
 
 class _SafeLoader(yaml.SafeLoader):
-    """PyYAML's own safe loader, refusing flow collections nested past `_MAX_FLOW_LEVELS` as
+    """PyYAML's own safe loader, reading what libyaml reads where they differed (tabs, the
+    `%YAML` directive), and refusing flow collections nested past `_MAX_FLOW_LEVELS` as
     libyaml does. Its scanner's work grows with the square of the depth: 50,000 nested
     brackets took 2.1 s to reach Python's recursion limit (about 1,500 levels; PyYAML 5.4.1,
     Python 3.9), 0.2 s to be refused so."""
@@ -672,6 +673,32 @@ class _SafeLoader(yaml.SafeLoader):
                 None, None, f"collections nested deeper than {_MAX_FLOW_LEVELS} levels",
                 self.get_mark())
         super().fetch_flow_collection_start(TokenClass)
+
+    def scan_to_next_token(self):
+        """PyYAML's, but for tabs, which it refused between tokens anywhere ("version:\t3"):
+        skipped as libyaml skips them, in flow collections and where no simple key may
+        start (after a value's `:`, not at a line's start, where YAML forbids them)."""
+        if self.index == 0 and self.peek() == "\ufeff":
+            self.forward()
+        while True:
+            while self.peek() == " " or self.peek() == "\t" and (
+                    self.flow_level or not self.allow_simple_key):
+                self.forward()
+            if self.peek() == "#":
+                while self.peek() not in "\0\r\n\x85\u2028\u2029":
+                    self.forward()
+            if not self.scan_line_break():
+                return
+            if not self.flow_level:
+                self.allow_simple_key = True
+
+    def process_directives(self):
+        """PyYAML's, refusing as libyaml does a `%YAML` version other than 1.1 and 1.2."""
+        value = super().process_directives()
+        if self.yaml_version is not None and self.yaml_version[1] not in (1, 2):
+            raise yaml.parser.ParserError(None, None, "found incompatible YAML document",
+                                          self.peek_token().start_mark)
+        return value
 
 
 def _yaml_loader():

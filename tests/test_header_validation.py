@@ -633,6 +633,31 @@ def test_yaml_syntax_errors_say_where_and_what(saved, yaml_loader, edit):
         # next, where a missing closing bracket shows
 
 
+@pytest.mark.parametrize("edit, refused", [
+    (lambda t: t.replace("\nformat: super_serial\n", "\nformat:\tsuper_serial\n"), None),
+    (lambda t: t.replace("- {file: ", "- {file:\t"), None),
+    (lambda t: t.replace("\nlayout: round_robin\n", "\nlayout: round_robin\t# tab\n"), None),
+    (lambda t: "%YAML 1.2\n---\n" + t, None),
+    (lambda t: "%YAML 1.3\n---\n" + t, "found incompatible YAML document"),
+    (lambda t: "%YAML 1.0\n---\n" + t, "found incompatible YAML document"),
+    (lambda t: t.replace("\nformat: super_serial\n", "\n\tformat: super_serial\n"),
+     "found character .*that cannot start any token"),  # libyaml names no character
+], ids=["tab after a colon", "tab in a flow mapping", "tab before a comment", "YAML 1.2",
+        "YAML 1.3", "YAML 1.0", "tab indenting"])
+def test_both_yaml_loaders_read_tabs_and_directives_alike(saved, yaml_loader, edit, refused):
+    """libyaml read a header with a tab after a colon, which PyYAML's own loader refused (a
+    hand-edited header loaded with one PyYAML build and not with another), and refused
+    `%YAML 1.3`, which PyYAML's took (helper-100). Tabs that indent are refused by both."""
+    tfrecord_path, header_path, header = saved
+    write(header_path, edit(Path(header_path).read_text()))
+    if refused is None:
+        assert read_header(header_path) == header
+        assert len(list(load(tfrecord_path, header_path))) == N
+    else:
+        assert_header_error(tfrecord_path, header_path, ": not a valid header: line \\d+, "
+                            f"column \\d+: {refused}")
+
+
 def test_header_is_a_fifo(saved):
     """Reading it waited for a writer forever: load, read_header, and the CLI."""
     tfrecord_path, header_path, _ = saved
