@@ -661,11 +661,11 @@ _MAX_FLOW_LEVELS = 1000
 
 
 class _SafeLoader(yaml.SafeLoader):
-    """PyYAML's own safe loader, reading what libyaml reads where they differed (tabs, the
-    `%YAML` directive), and refusing flow collections nested past `_MAX_FLOW_LEVELS` as
-    libyaml does. Its scanner's work grows with the square of the depth: 50,000 nested
-    brackets took 2.1 s to reach Python's recursion limit (about 1,500 levels; PyYAML 5.4.1,
-    Python 3.9), 0.2 s to be refused so."""
+    """PyYAML's own safe loader, reading what libyaml reads where they differed (tabs between
+    tokens, the `%YAML` version; tabs inside plain scalars still differ), and refusing flow
+    collections nested past `_MAX_FLOW_LEVELS` as libyaml does. Its scanner's work grows with
+    the square of the depth: 50,000 nested brackets took 2.1 s to reach Python's recursion
+    limit (about 1,500 levels; PyYAML 5.4.1, Python 3.9), 0.2 s to be refused so."""
 
     def fetch_flow_collection_start(self, TokenClass):  # noqa: N803 - PyYAML's name
         if self.flow_level >= _MAX_FLOW_LEVELS:
@@ -5965,7 +5965,9 @@ def _check_exact(f: _Feature, values, checks: _Checks):
     them, 70000.0 to inf, silently. As `_check_range`, for `verify` only, for the block."""
     flat = values.flat_values if isinstance(values, tf.RaggedTensor) else values
     back = tf.cast(tf.cast(flat, f.dtype.tf_dtype), tf.float32)
-    exact = tf.reduce_all(tf.logical_or(tf.equal(back, flat), tf.math.is_nan(flat)))
+    same = tf.equal(tf.bitcast(back, tf.int32), tf.bitcast(flat, tf.int32))  # by bits: the
+    # kernels flush subnormals to 0 when they compare floats (1e-40 == 0.0)
+    exact = tf.reduce_all(tf.logical_or(same, tf.math.is_nan(flat)))
     rows = tf.shape(values, out_type=tf.int64)[0] if not isinstance(
         values, tf.RaggedTensor) else values.nrows()
     checks.add(tf.fill([rows], exact), f, f"a value is not exactly a {f.dtype.name} (it would "

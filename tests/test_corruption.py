@@ -581,8 +581,8 @@ RANGE_CASES = {
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("exact", [True, False], ids=["exact", "rounded"])
-def test_verify_finds_float_values_that_are_not_the_dtype(paths, dtype, exact):
+@pytest.mark.parametrize("bad", [None, "rounded", "subnormal"])
+def test_verify_finds_float_values_that_are_not_the_dtype(paths, dtype, bad):
     """A header edited from float32 to float16 or bfloat16 (stored as a FloatList, as the
     original module stored them) made `load` round the values, 70000.0 to inf, and `verify`
     passed it (helper-103). Values of the dtype pass, NaN, infinities, -0.0 and the smallest
@@ -592,12 +592,17 @@ def test_verify_finds_float_values_that_are_not_the_dtype(paths, dtype, exact):
     values = tf.cast(tf.constant([[np.nan, np.inf], [-np.inf, -0.0], [1.5, 2.0 ** -24]]),
                      tf_dtype)
     values = tf.cast(values, tf.float32).numpy()
-    if not exact:
+    if dtype == "bfloat16":  # the smallest subnormal of bfloat16, a float32 subnormal too
+        values[0, 1] = np.array(0x00010000, np.uint32).view(np.float32)
+    if bad == "rounded":  # beyond its range, or between two of its values
         values[2, 0] = 70000.0 if dtype == "float16" else 1.1
+    elif bad == "subnormal":  # a float32 subnormal none of its values, which TensorFlow's
+        # float comparisons called equal to what it rounds to (helper-105)
+        values[1, 1] = np.array(0x00011C2B, np.uint32).view(np.float32)
     save(tf.data.Dataset.from_tensor_slices({"x": values}), tfrecord_path, header_path)
     edit_header(header_path, lambda h: h["features"]["x"].update(
         dtype=dtype, dtype_enum=tf_dtype.as_datatype_enum))
-    if exact:
+    if bad is None:
         assert verify(tfrecord_path, header_path)["num_records"] == 3
         loaded = np.stack([e["x"].numpy() for e in load(tfrecord_path, header_path)])
         assert loaded.dtype == tf_dtype.as_numpy_dtype
