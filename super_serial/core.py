@@ -5620,15 +5620,14 @@ class _Decoder:
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
         checks = _Checks(path)
         # Zero-size components are checked too (their records hold nothing), but made again
-        # for each element instead (`finishing`)
+        # for each element instead (`finishing`); here, from their parsed values: where they
+        # are all there is, nothing else runs the parse (a control dependency on it was
+        # dropped in a graph)
         decoders = [self._decode_feature(f, parsed, checks) for f in self.features]
-        assertion = checks.assertion()
-        with tf.control_dependencies(assertion):
-            leaves = [None if empty else decode() for decode, empty in zip(decoders, self.empty)]
-        for k, f in enumerate(self.features):
-            if self.empty[k]:  # of the parse's output, which nothing else may use
-                with tf.control_dependencies(assertion):
-                    leaves[k] = tf.zeros(tf.shape(parsed[f.name], tf.int64)[:1], tf.bool)
+        with tf.control_dependencies(checks.assertion()):
+            leaves = [tf.zeros(tf.shape(parsed[f.name], tf.int64)[:1], tf.bool) if empty
+                      else decode()
+                      for f, decode, empty in zip(self.features, decoders, self.empty)]
         return tuple(leaves) if self.element_map else self.pack(leaves)
 
     @tf.autograph.experimental.do_not_convert
@@ -5711,12 +5710,11 @@ class _Decoder:
             else:
                 _raw_ragged(f, values, checks)
             return lambda: values
-        if self.check_ranges and self.original and f.encoding == "int64" \
-                and f.dtype.tf_dtype.size < 8:
-            _check_range(f, values, checks)
-        if self.check_ranges and self.original and f.encoding == "float" \
-                and f.dtype.tf_dtype.size < 4:
-            _check_exact(f, values, checks)
+        if self.check_ranges and self.original:  # values stored wider than their dtype
+            if f.encoding == "int64" and f.dtype.tf_dtype.size < 8:
+                _check_range(f, values, checks)
+            elif f.encoding == "float" and f.dtype.tf_dtype.size < 4:
+                _check_exact(f, values, checks)
         if f.sparse:
             return self._decode_sparse(f, values, parsed, checks)
         if f.kind == "fixed":
@@ -5944,10 +5942,7 @@ def _check_range(f: _Feature, values, checks: _Checks):
     `verify` checks this: loads of int32 lists took 5-15% longer even so."""
     dtype = f.dtype.tf_dtype
     low, high = (0, 1) if dtype == tf.bool else (dtype.min, dtype.max)
-    if isinstance(values, tf.RaggedTensor):
-        flat, rows = values.flat_values, values.nrows()
-    else:
-        flat, rows = values, tf.shape(values, out_type=tf.int64)[0]
+    flat, rows = _values_and_rows(values)
     if low == 0:  # one pass: as uint64, negative values are past any high
         greatest = tf.reduce_max(tf.bitcast(flat, tf.uint64))  # of no values: 0
         fits, found = greatest <= np.uint64(high), tf.bitcast(greatest, tf.int64)
@@ -5959,17 +5954,22 @@ def _check_range(f: _Feature, values, checks: _Checks):
                found=tf.fill([rows], found))
 
 
+def _values_and_rows(values) -> tuple:
+    """A block's values, flat where ragged, and its number of records (int64)."""
+    if isinstance(values, tf.RaggedTensor):
+        return values.flat_values, values.nrows()
+    return values, tf.shape(values, out_type=tf.int64)[0]
+
+
 def _check_exact(f: _Feature, values, checks: _Checks):
     """FloatList values restored to float16 or bfloat16 (as the original module stored them)
     must be values of it: a header that does not match its records would otherwise round
     them, 70000.0 to inf, silently. As `_check_range`, for `verify` only, for the block."""
-    flat = values.flat_values if isinstance(values, tf.RaggedTensor) else values
+    flat, rows = _values_and_rows(values)
     back = tf.cast(tf.cast(flat, f.dtype.tf_dtype), tf.float32)
     same = tf.equal(tf.bitcast(back, tf.int32), tf.bitcast(flat, tf.int32))  # by bits: the
     # kernels flush subnormals to 0 when they compare floats (1e-40 == 0.0)
     exact = tf.reduce_all(tf.logical_or(same, tf.math.is_nan(flat)))
-    rows = tf.shape(values, out_type=tf.int64)[0] if not isinstance(
-        values, tf.RaggedTensor) else values.nrows()
     checks.add(tf.fill([rows], exact), f, f"a value is not exactly a {f.dtype.name} (it would "
                "load rounded)")
 
