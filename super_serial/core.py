@@ -69,12 +69,13 @@ __all__ = [
 
 FORMAT_NAME = "super_serial"
 # The newest format save writes. A header says the lowest version that reads it
-# (`_format_version`): 5 where the element holds a namedtuple, 4 where a feature is sparse,
-# else 3, which readers of version 3 read.
-FORMAT_VERSION = 5
-_READ_VERSIONS = (1, 2, 3, 4, 5)
+# (`_format_version`): 6 where a feature is quantized, 5 where the element holds a namedtuple,
+# 4 where a feature is sparse, else 3, which readers of version 3 read.
+FORMAT_VERSION = 6
+_READ_VERSIONS = (1, 2, 3, 4, 5, 6)
 _SPARSE_VERSION = 4  # sparse features: a reader of version 3 would ignore `sparse: true`
 _NAMEDTUPLE_VERSION = 5  # a reader of version 4 would give plain tuples for `namedtuples`
+_QUANTIZED_VERSION = 6  # qint8, quint8, qint32: a reader of version 5 knows no such dtype
 HEADER_SUFFIX = ".header.yaml"
 COMPRESSIONS = (None, "GZIP", "ZLIB")
 BARE_TENSOR_NAME = "tensor"
@@ -211,6 +212,10 @@ _DTYPE_TABLE = (
     _DType("complex64", tf.complex64, "raw", tf.complex64),
     _DType("complex128", tf.complex128, "raw", tf.complex128),
     _DType("string", tf.string, "bytes"),
+    # Quantized integers: their integers' bits (TensorFlow casts none of them to another dtype)
+    _DType("qint8", tf.qint8, "raw", tf.int8),
+    _DType("quint8", tf.quint8, "raw", tf.uint8),
+    _DType("qint32", tf.qint32, "raw", tf.int32),
 )
 _DTYPES = {d.name: d for d in _DTYPE_TABLE}
 _DTYPES_BY_ENUM = {d.tf_dtype.as_datatype_enum: d for d in _DTYPE_TABLE}
@@ -378,6 +383,8 @@ def _namedtuple_type(name: str, fields: tuple) -> type:
 
 def _format_version(features, namedtuples=()) -> int:
     """The version a header of these features says: the lowest that reads them."""
+    if any(f.dtype.tf_dtype.is_quantized for f in features):
+        return _QUANTIZED_VERSION
     if namedtuples:
         return _NAMEDTUPLE_VERSION
     return _SPARSE_VERSION if any(f.sparse for f in features) else 3
@@ -552,6 +559,18 @@ _UNSUPPORTED_HINTS = {
     "TensorArraySpec": ("a tf.TensorArray", "save its .stack()"),
 }
 
+# TensorFlow's dtypes that tf.data cannot batch, and how to save their values (the fnuz, float4
+# and 2-bit dtypes cannot be cast, and TensorFlow 2.21's tf.data runs none of them, nor
+# float8_e5m2)
+_UNBATCHABLE_HINTS = {
+    **dict.fromkeys(("float8_e4m3fn", "float8_e5m2"), "cast it to float16 in a map (float16 "
+                                                      "holds each of its values exactly)"),
+    "int4": "cast it to int8 in a map",
+    "uint4": "cast it to uint8 in a map",
+    "qint16": "tf.bitcast it to int16 in a map",
+    "quint16": "tf.bitcast it to uint16 in a map",
+}
+
 
 def _feature_from_spec(spec, path) -> _Feature:
     name = _feature_name(path)
@@ -576,8 +595,10 @@ def _feature_from_spec(spec, path) -> _Feature:
         )
     dtype = _DTYPES.get(spec.dtype.name)
     if dtype is None:
+        todo = _UNBATCHABLE_HINTS.get(spec.dtype.name)
+        todo = f" (tf.data cannot batch it: {todo}, and back after load)" if todo else ""
         raise SchemaError(
-            f"{where}: dtype {spec.dtype.name} is not supported; "
+            f"{where}: dtype {spec.dtype.name} is not supported{todo}; "
             f"supported: {', '.join(_DTYPES)}"
         )
     if spec.shape.rank is None:  # the way to a known rank, as each kind of spec takes one
@@ -1166,6 +1187,9 @@ class _HeaderParser:
         if enum is not None and enum != dtype.tf_dtype.as_datatype_enum:
             self.fail(f"{field}.dtype_enum", f"{enum} does not match dtype {dtype_name} "
                                              f"({dtype.tf_dtype.as_datatype_enum})")
+        if dtype.tf_dtype.is_quantized and self.version < _QUANTIZED_VERSION:
+            self.fail(f"{field}.dtype", f"{dtype_name} needs format version "
+                                        f"{_QUANTIZED_VERSION}; the header says {self.version}")
         header_path = self.get(raw, "path", f"{field}.path", list)
         if tuple(header_path) != path:
             self.fail(f"{field}.path", f"{_short(header_path)} does not match its place in "

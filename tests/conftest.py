@@ -25,6 +25,7 @@ ENCODINGS = {
     "uint8": "raw", "uint16": "raw", "uint32": "int64", "uint64": "raw",
     "float16": "raw", "bfloat16": "raw", "float32": "float", "float64": "raw",
     "complex64": "raw", "complex128": "raw", "string": "bytes",
+    "qint8": "raw", "quint8": "raw", "qint32": "raw",
 }
 
 
@@ -109,6 +110,8 @@ def assert_bit_identical(x, y, where: str = ""):
         for sx, sy in zip(x.nested_row_splits, y.nested_row_splits):
             np.testing.assert_array_equal(sx.numpy(), sy.numpy(), err_msg=where)
         x, y = x.flat_values, y.flat_values
+    # NumPy's dtype alone would not tell a quantized dtype from its integers
+    assert x.dtype == y.dtype, f"{where}: dtype {y.dtype.name}, expected {x.dtype.name}"
     a, b = np.asarray(x.numpy()), np.asarray(y.numpy())
     assert a.dtype == b.dtype, f"{where}: dtype {b.dtype}, expected {a.dtype}"
     assert a.shape == b.shape, f"{where}: shape {b.shape}, expected {a.shape}"

@@ -552,6 +552,19 @@ def test_names_that_would_not_read_as_one_are_quoted(tmp_path, capsys):
     assert re.findall(r"^  (\S.*?) +int32  \d$", out, re.M) == quoted, out
 
 
+def test_head_prints_ragged_quantized_values_as_numbers(tmp_path, capsys):
+    """A ragged qint32 row was printed as records of NumPy's dtype for it, `[[(  5,) (-7,)],
+    []]`: now as the numbers they are."""
+    path = str(tmp_path / "q.tfrecord")
+    values = tf.bitcast(tf.constant([5, -7, 9], tf.int32), tf.qint32)
+    super_serial.save(tf.data.Dataset.from_tensor_slices(
+        tf.RaggedTensor.from_row_lengths(values, [2, 0, 1])).batch(2), path)
+    assert cli.main(["head", path]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"^  tensor +(.*)$", out, re.M) == [
+        "qint32[2, None] ragged  [[ 5 -7], []]", "qint32[1, None] ragged  [[9]]"], out
+
+
 # ---- usage and errors ---------------------------------------------------------------------
 
 

@@ -169,6 +169,7 @@ RECORDS_SHA256 = {
     3: "9c2b1338173c2137dae8397b5b9dcf2aec3276f76280efe4614e6ecc611b7ce7",
     4: "1c06ce55f5ae0f31a26546713b4299b6c1758e71efa8a63a535d4a56a0b7a805",
     5: "77fd5d2df753bcc747dcf93ce94a2fbaee593e520c3f23181a381a7fa857d04c",
+    6: "bb29394f8892a1b2292e873f7c7b87c2b8e8b46ee3c0610b292205a2d682bc3d",
 }
 VERSIONS = sorted(RECORDS_SHA256)
 V1_HEADER = (
@@ -455,6 +456,16 @@ V5_NAMEDTUPLES_ENTRY = (
     '  path: [0, span]\n'
 )
 V5_HEADER_SHA256 = "2acbc76cff503ed58913df234756d1ec28954184ecbf6a0fb4f9329c1006ecea"
+# Version 6's adds a qint8 feature
+V6_QUANTIZED_ENTRY = (
+    '  0/q8:\n'
+    '    dtype: qint8\n'
+    '    dtype_enum: 11\n'
+    '    encoding: raw\n'
+    '    path: [0, q8]\n'
+    '    shape: [2]\n'
+)
+V6_HEADER_SHA256 = "13db7099c4a39688004d8c267fa0f834364798c88732760c0fe914c1ddb840bf"
 HEADERS = {1: V1_HEADER, 2: V2_HEADER, 3: V3_HEADER}
 
 
@@ -491,10 +502,14 @@ def test_golden_header_bytes_are_pinned(version):
     elif version == 4:
         assert V4_SPARSE_ENTRY in text and text.endswith("\nversion: 4\n")
         assert hashlib.sha256(text.encode()).hexdigest() == V4_HEADER_SHA256
-    else:
+    elif version == 5:
         assert V4_SPARSE_ENTRY in text and V5_NAMEDTUPLES_ENTRY in text
         assert text.endswith("\nversion: 5\n")
         assert hashlib.sha256(text.encode()).hexdigest() == V5_HEADER_SHA256
+    else:
+        assert V4_SPARSE_ENTRY in text and V5_NAMEDTUPLES_ENTRY in text
+        assert V6_QUANTIZED_ENTRY in text and text.endswith("\nversion: 6\n")
+        assert hashlib.sha256(text.encode()).hexdigest() == V6_HEADER_SHA256
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -512,11 +527,11 @@ def test_save_writes_the_newest_golden_bytes(tmp_path):
         )
 
 
-@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("version", [3, 4, 5])
 def test_save_writes_earlier_version_bytes_without_what_later_ones_added(tmp_path, version):
     """A header says the lowest version that reads it: without a sparse feature, today's save
-    writes exactly version 3's files, and without a namedtuple version 4's, which readers of
-    those versions read."""
+    writes exactly version 3's files, without a namedtuple version 4's, and without a
+    quantized feature version 5's, which readers of those versions read."""
     path = str(tmp_path / "golden.tfrecord")
     super_serial.save(_make_golden().golden_dataset(version), path)
     for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
@@ -620,6 +635,10 @@ def test_golden_files_load_expected_values(version):
         assert span.start.dtype == tf.int32
     else:
         assert type(elements[0]) is tuple
+    if version >= 6:
+        assert features["q8"].dtype == tf.qint8
+        assert [tf.bitcast(e[0]["q8"], tf.int8).numpy().tolist() for e in elements] == [
+            [-128, 127], [0, -1], [1, 2], [-3, 100]]
 
 
 @pytest.mark.parametrize("version", VERSIONS)

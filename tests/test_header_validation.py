@@ -27,7 +27,8 @@ from super_serial import (
 
 N = 4
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-          "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "string")
+          "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "string",
+          "qint8", "quint8", "qint32")
 ENCODINGS = core.ENCODINGS  # every pairing with every dtype is tried
 
 
@@ -369,7 +370,8 @@ ACCEPTED = {
     "uint32": {"int64"},
     "uint64": {"raw", "int64"}, "float16": {"raw", "float"}, "bfloat16": {"raw", "float"},
     "float32": {"float"}, "float64": {"raw", "float"}, "complex64": {"raw"},
-    "complex128": {"raw"}, "string": {"bytes"},
+    "complex128": {"raw"}, "string": {"bytes"}, "qint8": {"raw"}, "quint8": {"raw"},
+    "qint32": {"raw"},
 }
 
 
@@ -381,6 +383,8 @@ def test_every_accepted_encoding_can_be_decoded(saved, dtype, encoding):
     tfrecord_path, header_path, header = saved
     header["features"]["x"].update(dtype=dtype, encoding=encoding,
                                    dtype_enum=tf.as_dtype(dtype).as_datatype_enum)
+    if tf.as_dtype(dtype).is_quantized:  # which a header of an earlier version cannot hold
+        header["version"] = 6
     write(header_path, header)
     if encoding not in ACCEPTED[dtype]:
         with pytest.raises(HeaderError, match=re.escape("field 'features.x.encoding'")):
@@ -857,6 +861,30 @@ def test_absurd_legacy_shapes_fail_in_load(saved, dtype, shape, refusal):
     tfrecord_path, header_path, _ = saved
     write(header_path, {"y": {"shape": shape, "dtype": dtype.as_datatype_enum}})
     assert_refused(tfrecord_path, header_path, refusal)
+
+
+@pytest.mark.parametrize("dtype", [tf.qint8, tf.quint8, tf.qint32])
+def test_a_quantized_feature_needs_version_6(dtype, paths):
+    """A reader of version 5 knows no quantized dtype, so a header that has one says 6; one
+    that says less is refused, naming the feature."""
+    tfrecord_path, header_path = paths
+    header = save(tf.data.Dataset.from_tensors({"q": tf.bitcast(tf.zeros([3], tf.int32), dtype),
+                                                "y": 1}), tfrecord_path, header_path)
+    assert header["version"] == 6
+    header["version"] = 5
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path, re.escape(
+        f"field 'features.q.dtype': {dtype.name} needs format version 6; the header says 5"))
+
+
+@pytest.mark.parametrize("dtype", [tf.qint8, tf.quint8, tf.qint32])
+def test_a_quantized_dtype_in_an_original_module_header_is_refused(dtype, saved):
+    """The original module could not save these (it said 'unknown tf.DType enum' before
+    super_serial knew them)."""
+    tfrecord_path, header_path, _ = saved
+    write(header_path, {"y": {"shape": [2], "dtype": dtype.as_datatype_enum}})
+    assert_header_error(tfrecord_path, header_path, re.escape(
+        f"field 'y.dtype': {dtype.name} was not saveable by the original module"))
 
 
 Point = collections.namedtuple("Point", "x y")

@@ -26,6 +26,9 @@ from super_serial import SchemaError, SuperSerialError, core
 # --------------------------------------------------------------------------------------------
 
 
+_QUANTIZED = {"qint8": "int8", "quint8": "uint8", "qint32": "int32"}
+
+
 def _int_pool(dtype) -> np.ndarray:
     info = np.iinfo(dtype)
     values = [info.min, info.max, 0, 1, info.max - 1, info.min + 1, info.max // 3]
@@ -90,6 +93,8 @@ _POOLS = {
     "complex64": (np.array(_F32_BITS + _F32_BITS[::-1][:1], np.uint32), np.complex64),
     "complex128": (np.array(_F64_BITS, np.uint64), np.complex128),
     "string": (np.array(_STRINGS, object), object),
+    # quantized: the bits of their integers (`tensor` bitcasts them; NumPy gives the integers)
+    **{name: (_int_pool(base), np.dtype(base)) for name, base in _QUANTIZED.items()},
 }
 DTYPES = list(_POOLS)
 
@@ -114,6 +119,8 @@ def tensor(dtype: str, shape, offset: int = 0) -> tf.Tensor:
     values = make_values(dtype, shape, offset)
     if dtype == "string":
         return tf.constant(values, tf.string) if values.size else tf.zeros(shape, tf.string)
+    if dtype in _QUANTIZED:  # TensorFlow makes them of nothing but their own dtype's bits
+        return tf.bitcast(tf.constant(values), tf.as_dtype(dtype))
     return tf.constant(values)
 
 
@@ -521,7 +528,7 @@ def _with_dtype(rt: tf.RaggedTensor, dtype: str) -> tf.RaggedTensor:
 
 # One of each path: int64 list (bool, int32), float list, bytes, raw (int16, uint64, float64).
 # bfloat16, complex and the rest go through the same raw path (see test_codecs for all dtypes).
-RAGGED_DTYPES = ["bool", "int32", "int16", "uint64", "float32", "float64", "string"]
+RAGGED_DTYPES = ["bool", "int32", "int16", "uint64", "float32", "float64", "string", "qint8"]
 
 
 @pytest.mark.parametrize("case, splits", [(case, "int32") for case in RAGGED_CASES] + [
@@ -2296,6 +2303,71 @@ def test_components_that_are_not_tensors_are_refused_with_what_to_do(where, data
             f"{paths[0]}: nothing was saved: {where}: {kind} is not supported; super_serial "
             f"saves tf.Tensor, tf.RaggedTensor and tf.SparseTensor components{todo}") + "$"):
         super_serial.save(dataset(), *paths)
+    _nothing_written(tmp_path)
+
+
+def _quantized(dataset):
+    return dataset.map(lambda d: {"q": tf.bitcast(d["q"], tf.qint8),
+                                  "r": d["r"].with_flat_values(tf.bitcast(d["r"].flat_values,
+                                                                          tf.quint8)),
+                                  "s": tf.SparseTensor(d["s"].indices,
+                                                       tf.bitcast(d["s"].values, tf.qint32),
+                                                       d["s"].dense_shape)})
+
+
+def _bits(element):
+    """An element's quantized values as their integers, which NumPy and tf.data compare."""
+    return {"q": tf.bitcast(element["q"], tf.int8),
+            "r": element["r"].with_flat_values(tf.bitcast(element["r"].flat_values, tf.uint8)),
+            "s": tf.SparseTensor(element["s"].indices, tf.bitcast(element["s"].values,
+                                                                  tf.int32),
+                                 element["s"].dense_shape)}
+
+
+def test_quantized_dtypes_load_in_every_form(paths):
+    """qint8, quint8 and qint32 (the quantized dtypes tf.data can batch) were refused; they are
+    stored as their integers' bytes and come back in every form of load: fixed, ragged and
+    sparse, by element, in batches, inside a tf.function, raw, and through verify."""
+    q, r = make_values("int8", (4, 3)), make_values("uint8", (7,))
+    ints = tf.data.Dataset.from_tensor_slices({
+        "q": q, "r": tf.RaggedTensor.from_nested_row_lengths(r, [[2, 1, 0, 1], [2, 0, 4, 1]]),
+        "s": tf.SparseTensor([[0, 1], [1, 0], [3, 2]], make_values("int32", (3,)), [4, 3])})
+    dataset = _quantized(ints)
+    header = super_serial.save(dataset, *paths)
+    assert {k: (f["dtype"], f["encoding"]) for k, f in header["features"].items()} == {
+        "q": ("qint8", "raw"), "r": ("quint8", "raw"), "s": ("qint32", "raw")}
+    assert_same_elements(dataset, super_serial.load(*paths))
+    assert_same_elements(dataset.batch(3), super_serial.load(*paths, batch_size=3))
+
+    @tf.function
+    def in_a_graph():
+        return super_serial.load(*paths).map(_bits).reduce(
+            tf.constant(0, tf.int64), lambda total, e: total + tf.reduce_sum(
+                tf.cast(e["q"], tf.int64)) * 3 + tf.reduce_sum(tf.cast(e["r"], tf.int64)) * 5
+            + tf.sparse.reduce_sum(tf.cast(e["s"], tf.int64)))
+
+    want = q.astype(np.int64).sum() * 3 + r.astype(np.int64).sum() * 5 + make_values(
+        "int32", (3,)).astype(np.int64).sum()
+    assert int(in_a_graph()) == want
+    raw = [e["q"].numpy() for e in super_serial.load(*paths, original_dtypes=False)]
+    assert raw == [row.tobytes() for row in q]
+    assert super_serial.verify(*paths)["num_records"] == 4
+
+
+@pytest.mark.parametrize("dtype, todo", [
+    ("float8_e4m3fn", "cast it to float16 in a map (float16 holds each of its values exactly)"),
+    ("float8_e5m2", "cast it to float16 in a map (float16 holds each of its values exactly)"),
+    ("int4", "cast it to int8 in a map"), ("uint4", "cast it to uint8 in a map"),
+    ("qint16", "tf.bitcast it to int16 in a map"), ("quint16", "tf.bitcast it to uint16 in a map"),
+])
+def test_dtypes_tf_data_cannot_batch_are_refused_with_what_to_do(dtype, todo, tmp_path, paths):
+    """These said only "is not supported", and a list of the supported dtypes."""
+    spec = tf.TensorSpec([2], getattr(tf.dtypes.experimental, dtype, None) or tf.as_dtype(dtype))
+    dataset = tf.data.Dataset.from_generator(lambda: iter(()), output_signature={"x": spec})
+    with pytest.raises(SchemaError, match="^" + re.escape(
+            f"{paths[0]}: nothing was saved: feature 'x': dtype {dtype} is not supported "
+            f"(tf.data cannot batch it: {todo}, and back after load); supported: bool, ")):
+        super_serial.save(dataset, *paths)
     _nothing_written(tmp_path)
 
 

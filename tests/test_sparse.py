@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from conftest import ENCODINGS, assert_bit_identical, assert_same_elements
 from test_corruption import edit_header
-from test_roundtrip import DTYPES, _nothing_written, make_values, roundtrip
+from test_roundtrip import DTYPES, _nothing_written, roundtrip, tensor
 
 import super_serial
 from super_serial import CorruptDataError, HeaderError, SchemaError, core
@@ -29,9 +29,7 @@ def sparse_elements(dtype: str, shape: list, count: int = 7, seed: int = 0) -> l
             np.zeros([0, len(shape)], np.int64))
         if nnz == 3:
             indices[2] = indices[0]  # a SparseTensor may hold an index twice: kept as given
-        values = make_values(dtype, [nnz], offset=i)
-        values = tf.constant(values, tf.string) if dtype == "string" and nnz else (
-            tf.zeros([0], dtype) if not nnz else tf.constant(values))
+        values = tensor(dtype, [nnz], offset=i) if nnz else tf.zeros([0], dtype)
         elements.append(tf.SparseTensor(indices.astype(np.int64), values, dense))
     return elements
 
@@ -54,7 +52,8 @@ def test_every_dtype(dtype, paths):
     dataset = tf.data.Dataset.zip({"s": sparse_dataset(dtype, [None, 5]),
                                    "y": tf.data.Dataset.range(7)})
     header = super_serial.save(dataset, *paths)
-    assert header["version"] == 4 and header["features"]["s"]["sparse"] is True
+    assert header["version"] == (6 if tf.as_dtype(dtype).is_quantized else 4)
+    assert header["features"]["s"]["sparse"] is True
     assert header["features"]["s"]["encoding"] == ENCODINGS[dtype]
     assert_same_elements(dataset, super_serial.load(*paths))
     assert_batches(dataset, paths)

@@ -1,4 +1,4 @@
-"""Writes the committed golden files of the current format version (v5):
+"""Writes the committed golden files of the current format version (v6):
 `python tests/golden/make_golden.py`.
 
 Run it only when deliberately creating the files of a new format version (into a new folder);
@@ -18,7 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-VERSION = 5
+VERSION = 6
 # From version 5: the element `Labeled(features, label)`, and a `Span` among the features
 Labeled = collections.namedtuple("Labeled", "features label")
 Span = collections.namedtuple("Span", "start stop")
@@ -31,7 +31,8 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
     from version 2 also a uint8 image, which version 2 stores raw; from version 3 int16 and
     uint16 values, which version 3 stores raw; from version 4 a sparse tensor (its indices
     in no particular order), which version 4 stores; from version 5 namedtuples: the
-    element is `Labeled(features, label)`, and the features hold a `Span(start, stop)`."""
+    element is `Labeled(features, label)`, and the features hold a `Span(start, stop)`; from
+    version 6 a qint8 tensor, which version 6 stores."""
     f64 = np.array([[0.1, 1e300], [-0.0, 5e-324], [np.inf, -np.inf], [1 / 3, -2.5]], np.float64)
     f64[3, 1] = np.array(0x7FF8000000000001, np.uint64).view(np.float64)  # NaN with a payload
     f32 = np.array([0x7FC00001, 0x80000000, 0x3DCCCCCD, 0x00000001], np.uint32).view(np.float32)
@@ -78,6 +79,9 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
             Span(np.array([0, 5, -1, 2**31 - 1], np.int32), np.array([3, 5, 0, -(2**31)],
                                                                       np.int32)))}
            if version >= 5 else {}),
+        **({"q8": tf.data.Dataset.from_tensor_slices(tf.bitcast(
+            tf.constant([[-128, 127], [0, -1], [1, 2], [-3, 100]], tf.int8), tf.qint8))}
+           if version >= 6 else {}),
     }.items())))
     element = Labeled if version >= 5 else lambda *parts: parts
     return tf.data.Dataset.zip(element(features, tf.data.Dataset.from_tensor_slices(label)))
