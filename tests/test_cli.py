@@ -527,10 +527,33 @@ def test_a_record_that_is_no_example_is_named_with_its_shard(scratch, command, r
         "can parse"], result.stderr
 
 
+def test_head_of_records_that_do_not_match_their_header_names_the_feature(tmp_path, capsys):
+    """Only records TensorFlow cannot parse at all are "not a tf.train.Example"; values that do
+    not fit the header's shape get TensorFlow's words, which name the feature (no test ran
+    `head` on them: helper-108's mutant)."""
+    path = tmp_path / "a.tfrecord"
+    super_serial.save(tf.data.Dataset.from_tensor_slices({"x": np.ones([3, 2], np.float32)}),
+                      str(path))
+    header = tmp_path / "a.tfrecord.header.yaml"
+    text = header.read_text()
+    assert text.count("shape: [2]") == 1
+    header.write_text(text.replace("shape: [2]", "shape: [3]"))
+    assert cli.main(["head", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "Key: x" in err and "Number of float values != expected" in err, err
+    assert "not a tf.train.Example" not in err, err
+
+
 def test_the_demo_hints_a_path_the_shell_takes_as_one_argument():
     assert cli._shell_word("/tmp/demo dir/demo.tfrecord") == "'/tmp/demo dir/demo.tfrecord'"
     assert cli._shell_word("-d/demo.tfrecord") == "./-d/demo.tfrecord"  # not an option
     assert cli._shell_word("out/demo.tfrecord") == "out/demo.tfrecord"
+    # A backslash beside a line break: bash reads back the same path (helper-108's mutant)
+    for path in ["/tmp/a\\b\nc/demo.tfrecord", "/tmp/a\\x41 'q'\t/demo.tfrecord"]:
+        word = cli._shell_word(path)
+        echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True,
+                                check=True).stdout
+        assert echoed == path.encode(), (word, echoed)
 
 
 def test_names_that_would_not_read_as_one_are_quoted(tmp_path, capsys):

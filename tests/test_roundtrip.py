@@ -928,6 +928,21 @@ def test_a_str_enum_path_names_the_file_of_its_text(tmp_path, monkeypatch):
     assert super_serial.verify(Paths.TRAIN)["num_records"] == 3
 
 
+def test_a_bytes_subclass_path_names_the_file_of_its_bytes(tmp_path):
+    """Its bytes name the file, whatever its own decode() says (helper-108's mutant)."""
+    meant, other = tmp_path / "meant.tfrecord", tmp_path / "other.tfrecord"
+
+    class Tagged(bytes):
+        def decode(self, *args, **kwargs):
+            return str(other)
+
+    dataset = tf.data.Dataset.range(3)
+    super_serial.save(dataset, Tagged(os.fsencode(meant)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meant.tfrecord",
+                                                          "meant.tfrecord.header.yaml"]
+    assert_same_elements(dataset, super_serial.load(Tagged(os.fsencode(meant))))
+
+
 def test_the_default_header_path_of_an_empty_path_is_refused():
     """It was ".header.yaml", a file beside none; load, verify and read_header refuse ""."""
     with pytest.raises(ValueError, match=r"tfrecord_path is '', which names no file"):

@@ -632,6 +632,24 @@ def test_merge_keeps_namedtuples_and_refuses_parts_without_them(tmp_path):
         merge([parts[0], parts[2]], str(tmp_path / "other.tfrecord"))
 
 
+@pytest.mark.parametrize("first", [0, 1])
+def test_merge_takes_the_first_parts_dict_order(tmp_path, first):
+    """Parts whose dicts differ only in their keys' order merge (the README says so), and the
+    merged dataset's dicts have the first part's order, each value under its own key. Nothing
+    pinned this (helper-109)."""
+    parts = [str(tmp_path / f"data.tfrecord-part{i}") for i in range(2)]
+    save(tf.data.Dataset.from_tensors({"z": 1, "x": {"b": 2.0, "a": b"s"}}), parts[0])
+    save(tf.data.Dataset.from_tensors({"x": {"a": b"t", "b": 4.0}, "z": 3}), parts[1])
+    order = [first, 1 - first]
+    merge([parts[i] for i in order], str(tmp_path / "data.tfrecord"))
+    loaded = list(load(str(tmp_path / "data.tfrecord")))
+    outer, inner = (["z", "x"], ["b", "a"]) if first == 0 else (["x", "z"], ["a", "b"])
+    assert [(list(e), list(e["x"])) for e in loaded] == [(outer, inner)] * 2
+    values = [(1, 2.0, b"s"), (3, 4.0, b"t")]
+    assert [(int(e["z"]), float(e["x"]["b"]), e["x"]["a"].numpy()) for e in loaded] == [
+        values[i] for i in order]
+
+
 def test_merge_names_a_tensor_name_that_differs(tmp_path):
     def part(name):
         return tf.data.Dataset.from_generator(lambda: iter([[1.0, 2.0]]), output_signature=(
