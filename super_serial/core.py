@@ -444,8 +444,15 @@ def _fspath(path, name: str) -> str:
         text = bytes.decode(path) if isinstance(path, bytes) else str.__str__(path)
         text.encode()
     except UnicodeError:
+        text = None
+    if text is None and isinstance(path, str):
+        # UTF-8 bytes that Python decoded in a locale of another encoding, as sys.argv's,
+        # hold their bytes as surrogates
+        with contextlib.suppress(UnicodeError):
+            text = os.fsencode(str.__str__(path)).decode()
+    if text is None:
         raise ValueError(f"{path!r}: paths must be valid UTF-8, as TensorFlow's file functions "
-                         "take them") from None
+                         "take them")
     if "\0" in text:
         raise ValueError(f"{path!r}: a path cannot hold a NUL character (\\x00), where "
                          "TensorFlow's file functions would cut it short")
@@ -2509,7 +2516,7 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
                          block_records)
     meter = _Progress("save", "elements", cardinality, enabled=progress)
     try:
-        written, warned = 0, elements_per_batch is not None
+        written, warned, late = 0, elements_per_batch is not None, None
         for leaves in batches:
             rows = _rows(leaves[0])
             before = files.bytes_written
@@ -2527,7 +2534,10 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             if (not warned and nbytes > _OVERSIZED_BATCH_BYTES and rows > 1
                     and not (_has_rows(leaves) and _holds_elements(dataset))):
                 warned = True
-                _warn_oversized(tfrecord_path, rows, nbytes)
+                try:  # said as the save goes, before memory runs out...
+                    _warn_oversized(tfrecord_path, rows, nbytes)
+                except Warning:  # ...but an error once it is done, as if it were one
+                    late = rows, nbytes
             meter.update(written, files.bytes_written)
         meter.update(written, files.bytes_written, force=True)
         header = files.commit(
@@ -2556,6 +2566,8 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             f"save {header_path}: {path}, a file of the dataset saved there before, could not "
             f"be removed ({reason}); the new dataset does not use it",
             UserWarning, stacklevel=3)  # the user's call of save
+    if late:
+        _warn_oversized(tfrecord_path, *late)
     return header, written
 
 
@@ -2820,6 +2832,7 @@ def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded:
     of their shards, which a save there removes), which would lose both; or where a local
     file's name (a shard's, if `sharded`) would be too long, which the renames at the end
     would find only after all the writing."""
+    _check_local_names([tfrecord_path, header_path])
     folder, base = _dirname(tfrecord_path), _basename(tfrecord_path)
     shards = [_join(folder, name) for name in _shard_file_names(base, num_shards)]
     _check_not_folders([tfrecord_path, header_path] + shards)
@@ -2829,6 +2842,24 @@ def _check_paths(tfrecord_path: str, header_path: str, num_shards: int, sharded:
         _check_name_length(path, name)
     _check_header_not_on_records(tfrecord_path, header_path)
     _check_header_not_over_records(header_path)
+
+
+def _check_local_names(paths):
+    """ValueError where Python's file system encoding does not give a local path the bytes
+    TensorFlow names its file by (UTF-8): in a locale of another encoding with Python's UTF-8
+    mode off, save's and merge's own file operations failed with a UnicodeEncodeError naming
+    no file (or would touch another file)."""
+    for path in paths:
+        if _is_local(path):
+            try:
+                same = os.fsencode(path) == path.encode()
+            except UnicodeError:
+                same = False
+            if not same:
+                raise ValueError(
+                    f"{path!r}: Python's file system encoding ({sys.getfilesystemencoding()}) "
+                    "cannot name this file as TensorFlow does (UTF-8); run Python in UTF-8 "
+                    "mode (PYTHONUTF8=1 or python -X utf8)")
 
 
 def _check_name_length(path: str, name: str):
@@ -4700,7 +4731,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     for part in parts:
         _check_not_empty(part, "a path in part_paths")
     _check_names_a_file(tfrecord_path, header_path)
-    _check_not_folders([tfrecord_path, header_path])  # as save's `_check_paths`
+    _check_local_names([tfrecord_path, header_path, *parts])  # as save's `_check_paths`
+    _check_not_folders([tfrecord_path, header_path])
     _check_name_length(header_path, _basename(header_path))  # not at the rename, as TF's error
     _check_header_not_on_records(tfrecord_path, header_path)
     places: dict = {}  # each part's place, resolved once: 2,000 parts compared pairwise took 14 s

@@ -761,6 +761,42 @@ def test_a_utf8_path_is_taken_in_an_ascii_locale(tmp_path):
     assert b"\\xff.tfrecord' is not valid UTF-8, which TensorFlow needs" in result.stderr
 
 
+ASCII_LOCALE_SCRIPT = """
+import sys, tensorflow as tf, super_serial
+folder = sys.argv[1]  # its UTF-8 bytes held as surrogates, in this locale
+print(sorted(int(x) for x in super_serial.load(folder + "/a.tfrecord")))
+for call in (lambda: super_serial.save(tf.data.Dataset.range(2), folder + "/b.tfrecord"),
+             lambda: super_serial.merge([folder + "/a.tfrecord"], folder + "/m.tfrecord")):
+    try:
+        call()
+    except ValueError as error:
+        print(ascii(str(error)))
+"""
+
+
+def test_paths_in_an_ascii_locale(tmp_path):
+    """With UTF-8 mode off in an ASCII locale, a path from sys.argv (UTF-8 bytes, held as
+    surrogates) was refused as "not valid UTF-8", and save and merge of a path that is not
+    ASCII failed with a UnicodeEncodeError naming no file (helper-106). load takes the path;
+    save and merge, whose own file operations cannot name the file, say so and what to do."""
+    env = {**buffered_env(), "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    folder = tmp_path / "é"
+    folder.mkdir()
+    super_serial.save(tf.data.Dataset.range(3), str(folder / "a.tfrecord"))
+    result = subprocess.run([sys.executable, "-c", ASCII_LOCALE_SCRIPT, str(folder)],
+                            capture_output=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    lines = result.stdout.decode("ascii").splitlines()
+    assert lines[0] == "[0, 1, 2]"
+    for line, name in zip(lines[1:], ["b.tfrecord", "m.tfrecord"]):
+        assert line.startswith("\"'") and f"\\xe9/{name}'" in line, line
+        assert line.endswith(": Python's file system encoding (ascii) cannot name this file as "
+                             "TensorFlow does (UTF-8); run Python in UTF-8 mode (PYTHONUTF8=1 "
+                             "or python -X utf8)\""), line
+    assert len(lines) == 3
+    assert sorted(p.name for p in folder.iterdir()) == ["a.tfrecord", "a.tfrecord.header.yaml"]
+
+
 def test_control_characters_in_a_message_are_escaped():
     """TensorFlow quotes a bad record's bytes in its messages: an escape sequence reached
     the terminal as it was."""

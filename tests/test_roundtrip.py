@@ -2810,6 +2810,22 @@ def test_batches_far_larger_than_meant_warn_once(tmp_path, monkeypatch):
     assert_same_elements(dataset, super_serial.load(bounded))
 
 
+def test_a_warning_of_large_batches_turned_into_an_error_does_not_undo_the_save(
+        tmp_path, monkeypatch):
+    """Under `-W error` (or pytest's filterwarnings) the warning raised in the middle of the
+    save, which then removed its files: a save that would have succeeded was lost to advice
+    (helper-106). It is raised once the files are in place."""
+    monkeypatch.setattr(super_serial.core, "_TARGET_BATCH_BYTES", 10_000)
+    monkeypatch.setattr(super_serial.core, "_OVERSIZED_BATCH_BYTES", 20_000)
+    dataset = tf.data.Dataset.from_tensor_slices({"blob": np.array([b"x" * 900] * 600, object)})
+    path = str(tmp_path / "d.tfrecord")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match=f"^save {re.escape(path)}: a batch of "):
+            super_serial.save(dataset, path)
+    assert_same_elements(dataset, super_serial.load(path))
+
+
 def test_one_element_larger_than_a_batch_does_not_warn(tmp_path, monkeypatch):
     """A batch of one element past the limit warned "elements_per_batch=1 bounds them", which
     bounds nothing: the element itself is that large. (Scaled down as above.)"""
