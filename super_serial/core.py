@@ -439,17 +439,12 @@ def _fspath(path, name: str) -> str:
     except TypeError:
         raise TypeError(f"{name} must be a str, bytes or os.PathLike object, not "
                         f"{type(path).__name__} ({path!r:.80})") from None
-    try:
-        # str.__str__, not str(): to str(), a str Enum's member is "Paths.TRAIN"
-        text = bytes.decode(path) if isinstance(path, bytes) else str.__str__(path)
-        text.encode()
-    except UnicodeError:
+    if isinstance(path, bytes):
         text = None
-    if text is None and isinstance(path, str):
-        # UTF-8 bytes that Python decoded in a locale of another encoding, as sys.argv's,
-        # hold their bytes as surrogates
         with contextlib.suppress(UnicodeError):
-            text = os.fsencode(str.__str__(path)).decode()
+            text = bytes.decode(path)
+    else:  # str.__str__, not str(): to str(), a str Enum's member is "Paths.TRAIN"
+        text = _utf8_text(str.__str__(path))
     if text is None:
         raise ValueError(f"{path!r}: paths must be valid UTF-8, as TensorFlow's file functions "
                          "take them")
@@ -467,6 +462,20 @@ def _fspath(path, name: str) -> str:
             raise FileNotFoundError(errno.ENOENT, f"{name} is relative, but the working folder "
                                     "was deleted: it names no file", text) from None
     return text
+
+
+def _utf8_text(text: str) -> str | None:
+    """`text` as TensorFlow's file functions take it (UTF-8): itself, or where it holds UTF-8
+    bytes as surrogates (as Python decodes names in a locale of another encoding with UTF-8
+    mode off: sys.argv's, os.getcwd()'s) the text they are; None where it is not UTF-8."""
+    try:
+        text.encode()
+        return text
+    except UnicodeError:
+        try:
+            return os.fsencode(text).decode()
+        except UnicodeError:
+            return None
 
 
 def _feature_name(path: tuple) -> str:
@@ -570,8 +579,9 @@ _UNSUPPORTED_HINTS = {
 # and 2-bit dtypes cannot be cast, and TensorFlow 2.21's tf.data runs none of them, nor
 # float8_e5m2)
 _UNBATCHABLE_HINTS = {
-    **dict.fromkeys(("float8_e4m3fn", "float8_e5m2"), "cast it to float16 in a map (float16 "
-                                                      "holds each of its values exactly)"),
+    "float8_e4m3fn": "cast it to float16 in a map (float16 holds each of its values exactly)",
+    "float8_e5m2": "cast it to float16 where the dataset makes it (float16 holds each of its "
+                   "values exactly; TensorFlow 2.21 runs no dataset that holds it)",
     "int4": "cast it to int8 in a map",
     "uint4": "cast it to uint8 in a map",
     "qint16": "tf.bitcast it to int16 in a map",
@@ -603,7 +613,7 @@ def _feature_from_spec(spec, path) -> _Feature:
     dtype = _DTYPES.get(spec.dtype.name)
     if dtype is None:
         todo = _UNBATCHABLE_HINTS.get(spec.dtype.name)
-        todo = f" (tf.data cannot batch it: {todo}, and back after load)" if todo else ""
+        todo = f", as tf.data cannot batch it: {todo}, and back after load" if todo else ""
         raise SchemaError(
             f"{where}: dtype {spec.dtype.name} is not supported{todo}; "
             f"supported: {', '.join(_DTYPES)}"
@@ -4784,9 +4794,10 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
     # (saves before 2026-12-04 wrote 1 there, and every record was then parsed by itself)
     block = min((h.block_records for h in headers if h.num_records),
                 default=headers[0].block_records)
+    # the version every part's reader needs, whichever part comes first
     merged = dataclasses.replace(headers[0], shards=shards, layout="sequential",
                                  num_records=sum(h.num_records for h in headers),
-                                 block_records=block)
+                                 block_records=block, version=max(h.version for h in headers))
     beside = _beside_a_copy(merged, tfrecord_path)
     if beside is not None:  # one part: its header's copy, which load would refuse
         raise ValueError(f"{beside}: records of an earlier save are there, and a header that "
@@ -4995,7 +5006,12 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
         # (it read the new folder's files of those names, without a word where their record
         # counts matched)
         paths = [os.path.abspath(p) if "://" not in p else p for p in paths]
-    paths = tf.constant(paths)
+    texts = [_utf8_text(p) for p in paths]  # a working folder's name in another locale
+    if None in texts:
+        raise ValueError(f"{paths[texts.index(None)]!r}: paths must be valid UTF-8, as "
+                         "TensorFlow's file functions take them (a relative path takes the "
+                         "working folder's name)")
+    paths = tf.constant(texts)
     counts = tf.constant([s.num_records for s in header.shards], tf.int64)
     if reading.shuffle_files:  # built afresh: each load draws its own seeds, as Dataset ops do
         return _Pipeline(header, original_dtypes, reading).build(paths, counts, seed=seed)

@@ -762,9 +762,12 @@ def test_a_utf8_path_is_taken_in_an_ascii_locale(tmp_path):
 
 
 ASCII_LOCALE_SCRIPT = """
-import sys, tensorflow as tf, super_serial
+import os, sys, tensorflow as tf, super_serial
 folder = sys.argv[1]  # its UTF-8 bytes held as surrogates, in this locale
 print(sorted(int(x) for x in super_serial.load(folder + "/a.tfrecord")))
+os.chdir(folder)  # a relative path, in a working folder whose name os.getcwd() gives so
+print(sorted(int(x) for x in super_serial.load("a.tfrecord")),
+      super_serial.verify("a.tfrecord")["num_records"])
 for call in (lambda: super_serial.save(tf.data.Dataset.range(2), folder + "/b.tfrecord"),
              lambda: super_serial.merge([folder + "/a.tfrecord"], folder + "/m.tfrecord")):
     try:
@@ -777,8 +780,11 @@ for call in (lambda: super_serial.save(tf.data.Dataset.range(2), folder + "/b.tf
 def test_paths_in_an_ascii_locale(tmp_path):
     """With UTF-8 mode off in an ASCII locale, a path from sys.argv (UTF-8 bytes, held as
     surrogates) was refused as "not valid UTF-8", and save and merge of a path that is not
-    ASCII failed with a UnicodeEncodeError naming no file (helper-106). load takes the path;
-    save and merge, whose own file operations cannot name the file, say so and what to do."""
+    ASCII failed with a UnicodeEncodeError naming no file (helper-106); a relative path in
+    such a working folder failed in load and verify with TensorFlow's words, naming nothing
+    (helper-110). load takes the paths; save and merge, whose own file operations cannot name
+    the file, say so and what to do. (A script that lives in such a folder still fails in
+    TensorFlow's own tf.function, which cannot take its file name.)"""
     env = {**buffered_env(), "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     folder = tmp_path / "é"
     folder.mkdir()
@@ -787,13 +793,13 @@ def test_paths_in_an_ascii_locale(tmp_path):
                             capture_output=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr.decode(errors="replace")
     lines = result.stdout.decode("ascii").splitlines()
-    assert lines[0] == "[0, 1, 2]"
-    for line, name in zip(lines[1:], ["b.tfrecord", "m.tfrecord"]):
+    assert lines[:2] == ["[0, 1, 2]", "[0, 1, 2] 3"]
+    for line, name in zip(lines[2:], ["b.tfrecord", "m.tfrecord"]):
         assert line.startswith("\"'") and f"\\xe9/{name}'" in line, line
         assert line.endswith(": Python's file system encoding (ascii) cannot name this file as "
                              "TensorFlow does (UTF-8); run Python in UTF-8 mode (PYTHONUTF8=1 "
                              "or python -X utf8)\""), line
-    assert len(lines) == 3
+    assert len(lines) == 4
     assert sorted(p.name for p in folder.iterdir()) == ["a.tfrecord", "a.tfrecord.header.yaml"]
 
 

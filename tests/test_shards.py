@@ -650,6 +650,22 @@ def test_merge_takes_the_first_parts_dict_order(tmp_path, first):
         values[i] for i in order]
 
 
+@pytest.mark.parametrize("first", [0, 1])
+def test_merge_says_the_highest_version_of_its_parts(tmp_path, first):
+    """The merged header took the first part's version: parts saying 3 and 4 merged into 4 or
+    3 by their order (helper-110). Every part's reader must read it: the highest."""
+    parts = [str(tmp_path / f"data.tfrecord-part{i}") for i in range(2)]
+    for part in parts:
+        save(tf.data.Dataset.range(2), part)
+    header = Path(parts[0] + ".header.yaml")
+    text = header.read_text()
+    assert text.count("\nversion: 3\n") == 1
+    header.write_text(text.replace("\nversion: 3\n", "\nversion: 4\n"))  # as a reader of 4 reads it
+    merged = merge([parts[first], parts[1 - first]], str(tmp_path / "data.tfrecord"))
+    assert merged["version"] == 4
+    assert [int(x) for x in load(str(tmp_path / "data.tfrecord"))] == [0, 1, 0, 1]
+
+
 def test_merge_names_a_tensor_name_that_differs(tmp_path):
     def part(name):
         return tf.data.Dataset.from_generator(lambda: iter([[1.0, 2.0]]), output_signature=(
