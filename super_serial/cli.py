@@ -622,9 +622,10 @@ def _leaf_text(leaf, ragged: bool = False, prefix: str = "") -> tuple[str, str]:
 
     if isinstance(leaf, tf.RaggedTensor) or ragged:
         kind = f"{leaf.dtype.name}{_shape(leaf.shape.as_list())} ragged"
-        rows = leaf.to_list() if isinstance(leaf, tf.RaggedTensor) else leaf.numpy().tolist()
-        values = leaf.flat_values if isinstance(leaf, tf.RaggedTensor) else leaf
-        return kind, _ragged_text(rows, values.numpy().dtype)  # quantized: NumPy's own ints
+        ragged_tensor = isinstance(leaf, tf.RaggedTensor)
+        values = (leaf.flat_values if ragged_tensor else leaf).numpy()
+        rows = leaf.to_list() if ragged_tensor else values.tolist()
+        return kind, _ragged_text(rows, values.dtype)  # quantized: NumPy's own ints
     if isinstance(leaf, tf.SparseTensor):  # its dense shape, and its values where they lie
         kind = f"{leaf.dtype.name}{_shape(leaf.dense_shape.numpy().tolist())} sparse"
         indices = _ragged_text(leaf.indices.numpy().tolist(), np.int64)

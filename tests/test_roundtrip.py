@@ -2321,22 +2321,28 @@ def test_components_that_are_not_tensors_are_refused_with_what_to_do(where, data
     _nothing_written(tmp_path)
 
 
-def _quantized(dataset):
-    return dataset.map(lambda d: {"q": tf.bitcast(d["q"], tf.qint8),
-                                  "r": d["r"].with_flat_values(tf.bitcast(d["r"].flat_values,
-                                                                          tf.quint8)),
-                                  "s": tf.SparseTensor(d["s"].indices,
-                                                       tf.bitcast(d["s"].values, tf.qint32),
-                                                       d["s"].dense_shape)})
+def _bitcast_each(element: dict, dtypes: dict) -> dict:
+    """Each component of `element` bitcast to its dtype in `dtypes` (a ragged or sparse one's
+    values)."""
+    out = {}
+    for key, dtype in dtypes.items():
+        x = element[key]
+        if isinstance(x, tf.RaggedTensor):
+            out[key] = x.with_flat_values(tf.bitcast(x.flat_values, dtype))
+        elif isinstance(x, tf.SparseTensor):
+            out[key] = tf.SparseTensor(x.indices, tf.bitcast(x.values, dtype), x.dense_shape)
+        else:
+            out[key] = tf.bitcast(x, dtype)
+    return out
+
+
+def _quantized(element):
+    return _bitcast_each(element, {"q": tf.qint8, "r": tf.quint8, "s": tf.qint32})
 
 
 def _bits(element):
     """An element's quantized values as their integers, which NumPy and tf.data compare."""
-    return {"q": tf.bitcast(element["q"], tf.int8),
-            "r": element["r"].with_flat_values(tf.bitcast(element["r"].flat_values, tf.uint8)),
-            "s": tf.SparseTensor(element["s"].indices, tf.bitcast(element["s"].values,
-                                                                  tf.int32),
-                                 element["s"].dense_shape)}
+    return _bitcast_each(element, {"q": tf.int8, "r": tf.uint8, "s": tf.int32})
 
 
 def test_quantized_dtypes_load_in_every_form(paths):
@@ -2347,7 +2353,7 @@ def test_quantized_dtypes_load_in_every_form(paths):
     ints = tf.data.Dataset.from_tensor_slices({
         "q": q, "r": tf.RaggedTensor.from_nested_row_lengths(r, [[2, 1, 0, 1], [2, 0, 4, 1]]),
         "s": tf.SparseTensor([[0, 1], [1, 0], [3, 2]], make_values("int32", (3,)), [4, 3])})
-    dataset = _quantized(ints)
+    dataset = ints.map(_quantized)
     header = super_serial.save(dataset, *paths)
     assert {k: (f["dtype"], f["encoding"]) for k, f in header["features"].items()} == {
         "q": ("qint8", "raw"), "r": ("quint8", "raw"), "s": ("qint32", "raw")}
