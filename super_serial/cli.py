@@ -481,7 +481,7 @@ def _counted(value, noun: str) -> str:
 
 def _structure(node, named: dict, path: tuple = ()) -> str:
     """The element structure with feature names: `{image, meta: {score}}`, `(0, 1)`, and
-    namedtuples (`named`: the header's, by path) as `Point(x=0, y=1)`."""
+    namedtuples (`named`: the header's, by path) as `Point(x=0, y=1)`; a None as `None`."""
     if isinstance(node, dict):
         items = [_name(key) if isinstance(value, str) else
                  f"{_name(key)}: {_structure(value, named, path + (key,))}"
@@ -494,6 +494,8 @@ def _structure(node, named: dict, path: tuple = ()) -> str:
             return named[path]["name"] + "(" + ", ".join(
                 f"{field}={item}" for field, item in zip(fields, items)) + ")"
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if node is None:  # a part with no tensor
+        return "None"
     return f"a single tensor, feature {node!r}" if not path else _name(node)
 
 
@@ -574,8 +576,9 @@ def _head(args) -> int:
     shown = 0
     for index, element in _not_an_example_named(dataset, args.path, header_path):
         print(f"element {index}")
+        tensors = [leaf for leaf in tf.nest.flatten(element) if leaf is not None]  # None: none
         leaves = [(name, *_leaf_text(leaf, feature.ragged)) for name, leaf, feature
-                  in zip(names, tf.nest.flatten(element), features)]
+                  in zip(names, tensors, features)]
         name_width = max(_width(name) for name, _, _ in leaves)
         kind_width = max(len(kind) for _, kind, _ in leaves)
         for name, kind, text in leaves:

@@ -69,13 +69,15 @@ __all__ = [
 
 FORMAT_NAME = "super_serial"
 # The newest format save writes. A header says the lowest version that reads it
-# (`_format_version`): 6 where a feature is quantized, 5 where the element holds a namedtuple,
-# 4 where a feature is sparse, else 3, which readers of version 3 read.
-FORMAT_VERSION = 6
-_READ_VERSIONS = (1, 2, 3, 4, 5, 6)
+# (`_format_version`): 7 where the element holds a part with no tensor (None, an empty dict or
+# tuple), 6 where a feature is quantized, 5 where the element holds a namedtuple, 4 where a
+# feature is sparse, else 3, which readers of version 3 read.
+FORMAT_VERSION = 7
+_READ_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 _SPARSE_VERSION = 4  # sparse features: a reader of version 3 would ignore `sparse: true`
 _NAMEDTUPLE_VERSION = 5  # a reader of version 4 would give plain tuples for `namedtuples`
 _QUANTIZED_VERSION = 6  # qint8, quint8, qint32: a reader of version 5 knows no such dtype
+_EMPTY_PARTS_VERSION = 7  # None, {} and [] in 'structure': a reader of version 6 refuses them
 HEADER_SUFFIX = ".header.yaml"
 COMPRESSIONS = (None, "GZIP", "ZLIB")
 BARE_TENSOR_NAME = "tensor"
@@ -329,7 +331,7 @@ class _Shard:
 @dataclasses.dataclass(frozen=True)
 class _Header:
     features: tuple  # of _Feature, in tf.nest order of the structure
-    structure: Any  # dict -> mapping, tuple -> list, leaf -> feature name
+    structure: Any  # dict -> mapping, tuple -> list, leaf -> feature name, None -> None
     num_records: int | None
     shards: tuple  # of _Shard
     compression: str | None
@@ -381,13 +383,28 @@ def _namedtuple_type(name: str, fields: tuple) -> type:
     return collections.namedtuple(name, fields, rename=True)
 
 
-def _format_version(features, namedtuples=()) -> int:
+def _format_version(features, namedtuples=(), structure=None) -> int:
     """The version a header of these features says: the lowest that reads them."""
+    if _empty_parts(structure):
+        return _EMPTY_PARTS_VERSION
     if any(f.dtype.tf_dtype.is_quantized for f in features):
         return _QUANTIZED_VERSION
     if namedtuples:
         return _NAMEDTUPLE_VERSION
     return _SPARSE_VERSION if any(f.sparse for f in features) else 3
+
+
+def _empty_parts(structure) -> bool:
+    """Whether a header's structure holds a part with no tensor: None, {} or []. (Without
+    recursion: a structure may nest deeper than Python's stack, which save then refuses.)"""
+    nodes = [structure]
+    while nodes:
+        node = nodes.pop()
+        if node is None or node in ({}, []):
+            return True
+        if isinstance(node, (dict, list)):
+            nodes += node.values() if isinstance(node, dict) else node
+    return False
 
 
 def default_header_path(tfrecord_path) -> str:
@@ -492,8 +509,6 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any, tuple]:
         # a dict or tuple at the top is the element, not the feature of a bare tensor
         where = _named(_feature_name(path)) if path else "the element"
         if isinstance(spec, collections.abc.Mapping):
-            if not spec:
-                raise SchemaError(f"{where}: empty dicts cannot be saved")
             for key in spec:
                 if not isinstance(key, str):
                     kind = type(key).__name__
@@ -516,17 +531,18 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any, tuple]:
             visited = {k: visit(plain[k], path + (k,)) for k in sorted(plain)}  # tf.nest's
             return {k: visited[k] for k in plain}  # the dict in its own order, for load
         if isinstance(spec, tuple):
-            if not spec:
-                raise SchemaError(f"{where}: empty " + (
-                    f"namedtuples ({type(spec).__name__}())" if _is_namedtuple(spec)
-                    else "tuples") + " cannot be saved")
             if _is_namedtuple(spec):
                 namedtuples.append(_NamedTuple(path, type(spec).__name__, tuple(spec._fields)))
             return [visit(s, path + (i,)) for i, s in enumerate(spec)]
+        if isinstance(spec, _NoneSpec):  # no tensor: the header's structure holds the None
+            return None
         features.append(_feature_from_spec(spec, path))
         return features[-1].name
 
     skeleton = visit(element_spec, ())
+    if not features:  # tf.data makes no such dataset (its ops need a tensor an element)
+        raise SchemaError("the element holds no tensor: None, empty dicts and empty tuples "
+                          "are saved only beside one")
     keys = [k for f in features for k in f.keys]
     duplicates = sorted(k for k, n in collections.Counter(keys).items() if n > 1)
     if duplicates:
@@ -567,11 +583,14 @@ def _utf8(text: str) -> bool:
     return True
 
 
+# The spec of a None in an element: a part with no tensor, which the header's structure holds
+_NONE_SPEC = tf.type_spec_from_value(None)
+_NoneSpec = type(_NONE_SPEC)
+
 # What tf.data's other kinds of component are, and what to save instead
 _UNSUPPORTED_HINTS = {
     "DatasetSpec": ("a dataset, as .window() makes", "make it a tensor first, e.g. with "
                     ".batch(size) in place of .window(size)"),
-    "NoneTensorSpec": ("None", "leave it out of the element, and put it back after load"),
     "TensorArraySpec": ("a tf.TensorArray", "save its .stack()"),
 }
 
@@ -1064,6 +1083,8 @@ class _HeaderParser:
             self.fail("features", "every feature name must be a string")
         structure = raw.get("structure")
         leaves = self.parse_structure(structure, "structure", ())
+        if not leaves:
+            self.fail("structure", "names no feature; an element holds at least one tensor")
         if sorted(n for n, _ in leaves) != sorted(features_raw):
             named = collections.Counter(n for n, _ in leaves)
             problems = [*(f"leaf {_short(n)} names no feature" for n in named
@@ -1176,20 +1197,25 @@ class _HeaderParser:
             return [(node, path)]
         if len(path) == _MAX_READ_NESTING:  # deeper, `load` runs out of Python's stack
             self.fail("structure", f"nests more than {_MAX_READ_NESTING} levels deep")
-        if isinstance(node, dict) and node:
+        if node is None or node in ({}, []):  # a part with no tensor: None, {} or ()
+            if self.version < _EMPTY_PARTS_VERSION:
+                self.fail(field, f"{_short(node)}, a part with no tensor, needs format version "
+                                 f"{_EMPTY_PARTS_VERSION}; the header says {self.version}")
+            return []
+        if isinstance(node, dict):
             out = []
             for key in sorted(node, key=str):
                 if not isinstance(key, str):
                     self.fail(field, f"dict key {_short(key)} is not a string")
                 out += self.parse_structure(node[key], f"{field}.{key}", path + (key,))
             return out
-        if isinstance(node, list) and node:
+        if isinstance(node, list):
             out = []
             for i, item in enumerate(node):
                 out += self.parse_structure(item, f"{field}[{i}]", path + (i,))
             return out
-        self.fail(field, f"expected a feature name, a non-empty mapping or a non-empty list, "
-                         f"found {_short(node)}")
+        self.fail(field, f"expected a feature name, a mapping, a list or null, found "
+                         f"{_short(node)}")
 
     def parse_feature(self, name, raw, path) -> _Feature:
         field = f"features.{name}"
@@ -2450,7 +2476,7 @@ def save(
     planned = _Header(tuple(features), skeleton, 0, (_Shard(_basename(tfrecord_path), 0, 0),),
                       compression, block_records,
                       "sequential" if shard_size else "round_robin",
-                      _format_version(features, namedtuples), namedtuples)
+                      _format_version(features, namedtuples, skeleton), namedtuples)
     _check_reads_back(planned, tfrecord_path)
     batch_records = elements_per_batch or batch_records  # blocks (and so files) do not change
     _check_paths(tfrecord_path, header_path, num_shards or 1,
@@ -3192,7 +3218,9 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     values gives the one unknown dim, so that every dim (a 7 after a 0, say) keeps its exact
     extent. Ragged components of ragged rank 0 batch as ragged by themselves.
     """
-    specs = tuple(tf.nest.flatten(dataset.element_spec))
+    # The element's tensors, as tf.data holds them (a None holds none)
+    specs = tuple(s for s in tf.nest.flatten(dataset.element_spec)
+                  if not isinstance(s, _NoneSpec))
     rows_apart = _ragged_may_come_as_rows(dataset)
     if (_sparse_batches(features) and not small_reads and not rows_apart
             and not _costly_elements(dataset)):  # elements_per_batch: sized like small reads
@@ -5296,7 +5324,8 @@ class _Pipeline:
                 f.tensor_name is not None for f in decoder.features):
             # The TensorSpec names the dataset was saved with, which the ops above drop
             # (`Dataset.batch` drops them too, so batches have none)
-            structure = decoder.pack([f.spec(decoder.original) for f in decoder.features])
+            structure = decoder.pack([f.spec(decoder.original) for f in decoder.features],
+                                     _NONE_SPEC)
             dataset = tf.data.experimental.from_variant(
                 tf.data.experimental.to_variant(dataset), structure)
         return dataset
@@ -5399,7 +5428,8 @@ def _one_device_function(fn, inputs: list, batched_ragged: bool = False):
             return tf.data.experimental.to_variant(result)
         structure.append(tf.nest.map_structure(tf.type_spec_from_value, result))
         return [_ragged_variant(x.flat_values, x.nested_row_splits, batched_ragged)
-                if isinstance(x, tf.RaggedTensor) else x for x in tf.nest.flatten(result)]
+                if isinstance(x, tf.RaggedTensor) else x for x in tf.nest.flatten(result)
+                if x is not None]  # a None of the element is no tensor
 
     return _one_device_trace(flat, inputs), structure[0]
 
@@ -5437,6 +5467,8 @@ def _map(dataset, fn, captured: tuple, deterministic: bool, unbatch: bool = Fals
 
 
 def _unbatched_spec(spec):
+    if isinstance(spec, _NoneSpec):
+        return spec
     if isinstance(spec, tf.RaggedTensorSpec):
         return tf.RaggedTensorSpec(spec.shape[1:], spec.dtype, spec.ragged_rank - 1,
                                    spec.row_splits_dtype)
@@ -5446,7 +5478,7 @@ def _unbatched_spec(spec):
 def _flat_specs(structure) -> list:
     """The tensors tf.data holds an element of `structure` as: a ragged tensor is one variant."""
     return [s if isinstance(s, tf.TensorSpec) else tf.TensorSpec(None, tf.variant)
-            for s in tf.nest.flatten(structure)]
+            for s in tf.nest.flatten(structure) if not isinstance(s, _NoneSpec)]
 
 
 def _ragged_variant(values, splits=(), batched: bool = False):
@@ -5707,7 +5739,7 @@ class _Decoder:
         """`decode_block`'s checks and decoding run, for the number of records in the block."""
         decoded = tf.nest.flatten(self.decode_block(index, serialized, *file),
                                   expand_composites=True)
-        with tf.control_dependencies(decoded):
+        with tf.control_dependencies([x for x in decoded if x is not None]):
             return tf.size(serialized, out_type=tf.int64)
 
     def finishing(self, element_spec):
@@ -5751,12 +5783,15 @@ class _Decoder:
                 out.append(leaf)
             return out  # headers list features in flatten order (`parse_structure`)
 
-        return _one_device_trace(finish, _flat_specs(element_spec)), self.pack(structure)
+        return (_one_device_trace(finish, _flat_specs(element_spec)),
+                self.pack(structure, _NONE_SPEC))
 
     def spec_dtype(self, f: _Feature):
         return f.spec(self.original).dtype
 
-    def pack(self, leaves):
+    def pack(self, leaves, none=None):
+        """The element's structure around `leaves`, one for each feature, with `none` for
+        each None of it (_NONE_SPEC where the leaves are specs)."""
         by_name = {f.name: leaf for f, leaf in zip(self.features, leaves)}
 
         def build(node, path):
@@ -5766,7 +5801,7 @@ class _Decoder:
                 items = [build(item, path + (i,)) for i, item in enumerate(node)]
                 namedtuple = self.namedtuples.get(path)
                 return namedtuple(*items) if namedtuple else tuple(items)
-            return by_name[node]
+            return none if node is None else by_name[node]
 
         return build(self.structure, ())
 

@@ -85,6 +85,9 @@ def canonical(element) -> str:
     """A comparable text form of one element, exact for every dtype used here."""
     leaves = []
     for leaf in tf.nest.flatten(element):
+        if leaf is None:  # a part with no tensor
+            leaves.append(None)
+            continue
         if isinstance(leaf, tf.RaggedTensor):
             values = leaf.to_list()
         else:
@@ -99,6 +102,9 @@ def assert_same_multiset(expected: tf.data.Dataset, actual: tf.data.Dataset):
 
 
 def assert_bit_identical(x, y, where: str = ""):
+    if x is None:  # a part with no tensor
+        assert y is None, f"{where}: expected None, found {type(y).__name__}"
+        return
     if isinstance(x, tf.SparseTensor):  # its parts, in the order they were given
         assert isinstance(y, tf.SparseTensor), f"{where}: expected a SparseTensor"
         for part in ("indices", "values", "dense_shape"):

@@ -376,6 +376,26 @@ def test_inspect_shows_namedtuples_by_name_and_field(tmp_path):
     assert "namedtuples" not in json.loads(run("inspect", path, "--json").stdout)
 
 
+def test_inspect_and_head_show_parts_with_no_tensor(tmp_path):
+    """None, {}, () and a namedtuple of no fields show in inspect's structure as the element
+    holds them; head lists each tensor under its own name (it took the tensors after a None
+    for the ones before it, and failed on the None: "'NoneType' object has no attribute
+    'numpy'")."""
+    Nothing = collections.namedtuple("Nothing", "")
+    path = str(tmp_path / "parts.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensor_slices(([1, 2], [5.5, 6.5])).map(
+        lambda a, b: {"n": None, "a": a, "e": {}, "t": (None, Nothing(), ()), "b": b}), path)
+    result = run("inspect", path)
+    assert result.returncode == 0, result.stderr
+    assert "\nstructure: {n: None, a, e: {}, t: (None, Nothing(), ()), b}\n" in result.stdout
+    assert "version 7;" in result.stdout
+    info = json.loads(run("inspect", path, "--json").stdout)
+    assert info["structure"] == {"n": None, "a": "a", "e": {}, "t": [None, [], []], "b": "b"}
+    result = run("head", path, "-n", "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["element 0", "  a  int32    1", "  b  float32  5.5"]
+
+
 def test_inspect_and_head_show_sparse_components(tmp_path):
     """A sparse feature's shape is marked so in inspect's table and its JSON; head gives each
     element's dense shape, indices and values."""

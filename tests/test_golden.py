@@ -170,6 +170,7 @@ RECORDS_SHA256 = {
     4: "1c06ce55f5ae0f31a26546713b4299b6c1758e71efa8a63a535d4a56a0b7a805",
     5: "77fd5d2df753bcc747dcf93ce94a2fbaee593e520c3f23181a381a7fa857d04c",
     6: "bb29394f8892a1b2292e873f7c7b87c2b8e8b46ee3c0610b292205a2d682bc3d",
+    7: "bb29394f8892a1b2292e873f7c7b87c2b8e8b46ee3c0610b292205a2d682bc3d",  # v6's records
 }
 VERSIONS = sorted(RECORDS_SHA256)
 V1_HEADER = (
@@ -466,6 +467,17 @@ V6_QUANTIZED_ENTRY = (
     '    shape: [2]\n'
 )
 V6_HEADER_SHA256 = "13db7099c4a39688004d8c267fa0f834364798c88732760c0fe914c1ddb840bf"
+# Version 7's adds parts with no tensor to the structure, and an empty namedtuple
+V7_EMPTY_PARTS_ENTRIES = (
+    '  empty_dict: {}\n'
+    '  empty_tuple: []\n',
+    '  none: null\n'
+    '  nothing: []\n',
+    '- fields: []\n'
+    '  name: Nothing\n'
+    '  path: [0, nothing]\n',
+)
+V7_HEADER_SHA256 = "0694cb8e47541e2cb7c56fcad3bd45411b7346835c1f55fdb811fc1139715a5e"
 HEADERS = {1: V1_HEADER, 2: V2_HEADER, 3: V3_HEADER}
 
 
@@ -506,10 +518,15 @@ def test_golden_header_bytes_are_pinned(version):
         assert V4_SPARSE_ENTRY in text and V5_NAMEDTUPLES_ENTRY in text
         assert text.endswith("\nversion: 5\n")
         assert hashlib.sha256(text.encode()).hexdigest() == V5_HEADER_SHA256
-    else:
+    elif version == 6:
         assert V4_SPARSE_ENTRY in text and V5_NAMEDTUPLES_ENTRY in text
         assert V6_QUANTIZED_ENTRY in text and text.endswith("\nversion: 6\n")
         assert hashlib.sha256(text.encode()).hexdigest() == V6_HEADER_SHA256
+    else:  # its namedtuples: the Nothing of V7_EMPTY_PARTS_ENTRIES between version 5's two
+        assert V4_SPARSE_ENTRY in text and V5_NAMEDTUPLES_ENTRY not in text
+        assert V6_QUANTIZED_ENTRY in text and text.endswith("\nversion: 7\n")
+        assert all(entry in text for entry in V7_EMPTY_PARTS_ENTRIES)
+        assert hashlib.sha256(text.encode()).hexdigest() == V7_HEADER_SHA256
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -527,11 +544,12 @@ def test_save_writes_the_newest_golden_bytes(tmp_path):
         )
 
 
-@pytest.mark.parametrize("version", [3, 4, 5])
+@pytest.mark.parametrize("version", [3, 4, 5, 6])
 def test_save_writes_earlier_version_bytes_without_what_later_ones_added(tmp_path, version):
     """A header says the lowest version that reads it: without a sparse feature, today's save
-    writes exactly version 3's files, without a namedtuple version 4's, and without a
-    quantized feature version 5's, which readers of those versions read."""
+    writes exactly version 3's files, without a namedtuple version 4's, without a quantized
+    feature version 5's, and without a part that holds no tensor version 6's, which readers
+    of those versions read."""
     path = str(tmp_path / "golden.tfrecord")
     super_serial.save(_make_golden().golden_dataset(version), path)
     for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
@@ -639,6 +657,17 @@ def test_golden_files_load_expected_values(version):
         assert features["q8"].dtype == tf.qint8
         assert [tf.bitcast(e[0]["q8"], tf.int8).numpy().tolist() for e in elements] == [
             [-128, 127], [0, -1], [1, 2], [-3, 100]]
+    if version >= 7:
+        for element in elements:
+            parts = element.features
+            assert parts["none"] is None
+            assert parts["empty_dict"] == {} and parts["empty_tuple"] == ()
+            assert type(parts["empty_tuple"]) is tuple
+            assert type(parts["nothing"]).__name__ == "Nothing" and not parts["nothing"]
+            assert type(parts["nothing"])._fields == ()
+        assert list(elements[0].features)[:3] == ["b16", "empty_dict", "empty_tuple"]
+    else:
+        assert "none" not in features
 
 
 @pytest.mark.parametrize("version", VERSIONS)

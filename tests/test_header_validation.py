@@ -888,6 +888,38 @@ def test_a_quantized_feature_needs_version_6(dtype, paths):
         f"field 'features.q.dtype': {dtype.name} needs format version 6; the header says 5"))
 
 
+@pytest.mark.parametrize("part, text", [(None, "None"), ({}, "{}"), ([], "[]")])
+def test_a_part_with_no_tensor_needs_version_7(saved, part, text):
+    """A reader of version 6 refuses a null, {} or [] in the structure, so a header that has
+    one says 7; one that says less is refused, naming where it is. At 7 it loads as a None,
+    an empty dict or an empty tuple."""
+    tfrecord_path, header_path, header = saved
+    header["structure"] = {"p": [header["structure"], part]}
+    for feature in header["features"].values():
+        feature["path"] = ["p", 0, *feature["path"]]
+    for version in (3, 6):
+        header["version"] = version
+        write(header_path, header)
+        assert_header_error(tfrecord_path, header_path, "^" + re.escape(
+            f"{header_path}: field 'structure.p[1]': {text}, a part with no tensor, needs "
+            f"format version 7; the header says {version}") + "$")
+    header["version"] = 7
+    write(header_path, header)
+    element = next(iter(load(tfrecord_path, header_path)))
+    assert set(element) == {"p"} and len(element["p"]) == 2
+    assert element["p"][1] == (tuple(part) if isinstance(part, list) else part)
+    assert type(element["p"][1]) is (tuple if part == [] else type(part))
+
+
+@pytest.mark.parametrize("structure", [None, {}, [], {"a": None}, [{}, [None, []]]])
+def test_a_structure_of_no_feature_is_refused(saved, structure):
+    tfrecord_path, header_path, header = saved
+    header.update(version=7, structure=structure, features={})
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path, re.escape(
+        "field 'structure': names no feature; an element holds at least one tensor"))
+
+
 @pytest.mark.parametrize("dtype", [tf.qint8, tf.quint8, tf.qint32])
 def test_a_quantized_dtype_in_an_original_module_header_is_refused(dtype, saved):
     """The original module could not save these (it said 'unknown tf.DType enum' before

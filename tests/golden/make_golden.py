@@ -1,4 +1,4 @@
-"""Writes the committed golden files of the current format version (v6):
+"""Writes the committed golden files of the current format version (v7):
 `python tests/golden/make_golden.py`.
 
 Run it only when deliberately creating the files of a new format version (into a new folder);
@@ -18,10 +18,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-VERSION = 6
+VERSION = 7
 # From version 5: the element `Labeled(features, label)`, and a `Span` among the features
 Labeled = collections.namedtuple("Labeled", "features label")
 Span = collections.namedtuple("Span", "start stop")
+Nothing = collections.namedtuple("Nothing", "")  # from version 7, a namedtuple of no fields
 GOLDEN_DIR = Path(__file__).resolve().parent / f"v{VERSION}"
 TFRECORD_NAME = "golden.tfrecord"  # header: golden.tfrecord.header.yaml (the default name)
 
@@ -32,7 +33,8 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
     uint16 values, which version 3 stores raw; from version 4 a sparse tensor (its indices
     in no particular order), which version 4 stores; from version 5 namedtuples: the
     element is `Labeled(features, label)`, and the features hold a `Span(start, stop)`; from
-    version 6 a qint8 tensor, which version 6 stores."""
+    version 6 a qint8 tensor, which version 6 stores; from version 7 parts with no tensor
+    (None, an empty dict, an empty tuple and an empty namedtuple), which version 7 stores."""
     f64 = np.array([[0.1, 1e300], [-0.0, 5e-324], [np.inf, -np.inf], [1 / 3, -2.5]], np.float64)
     f64[3, 1] = np.array(0x7FF8000000000001, np.uint64).view(np.float64)  # NaN with a payload
     f32 = np.array([0x7FC00001, 0x80000000, 0x3DCCCCCD, 0x00000001], np.uint32).view(np.float32)
@@ -83,6 +85,10 @@ def golden_dataset(version: int = VERSION) -> tf.data.Dataset:
             tf.constant([[-128, 127], [0, -1], [1, 2], [-3, 100]], tf.int8), tf.qint8))}
            if version >= 6 else {}),
     }.items())))
+    if version >= 7:  # among the features, their dict still in sorted order
+        features = features.map(lambda parts: dict(sorted({
+            **parts, "none": None, "empty_dict": {}, "empty_tuple": (), "nothing": Nothing(),
+        }.items())))
     element = Labeled if version >= 5 else lambda *parts: parts
     return tf.data.Dataset.zip(element(features, tf.data.Dataset.from_tensor_slices(label)))
 
