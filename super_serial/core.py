@@ -4704,6 +4704,12 @@ def _features_difference(features: tuple, others: tuple) -> str:
     return ""
 
 
+def _as_saved_now(features: tuple) -> tuple:
+    """The features with the encodings save writes now: earlier format versions stored some
+    dtypes otherwise (int8 and uint8 as int64 before version 2, int16 and uint16 before 3)."""
+    return tuple(dataclasses.replace(f, encoding=f.dtype.encoding) for f in features)
+
+
 @functools.lru_cache(maxsize=16)
 def _features_yaml(features: tuple) -> str:
     return _yaml({"features": {f.name: f.to_yaml() for f in features}})
@@ -4809,6 +4815,12 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
                 if what == "namedtuples" and not (header.namedtuples and first.namedtuples):
                     where = " (this part has none)" if first.namedtuples else (
                         " (that one has none)")
+                if what == "features" and header.version != first.version and (
+                        _as_saved_now(header.features) == _as_saved_now(first.features)):
+                    older = part if header.version < first.version else parts[0]
+                    where += (f" ({older} is of format version "
+                              f"{min(header.version, first.version)}, which stored it so: "
+                              "save it again to merge it)")
                 differ = "differs from that" if what in ("structure", "compression") else (
                     "differ from those")
                 raise SchemaError(f"{part}: its {what} {differ} of {parts[0]}{where}")

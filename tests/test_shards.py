@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib.util
 import os
 import re
 import shutil
@@ -664,6 +665,32 @@ def test_merge_says_the_highest_version_of_its_parts(tmp_path, first):
     merged = merge([parts[first], parts[1 - first]], str(tmp_path / "data.tfrecord"))
     assert merged["version"] == 4
     assert [int(x) for x in load(str(tmp_path / "data.tfrecord"))] == [0, 1, 0, 1]
+
+
+@pytest.mark.parametrize("old_first", [True, False])
+def test_merge_says_a_part_of_an_earlier_format_must_be_saved_again(tmp_path, old_first):
+    """Format version 1 stored int8 as an Int64List, where save now writes its bytes: such a
+    part and a new save of the same dataset differ in that encoding alone. The refusal said
+    "encoding 'raw' against 'int64'" without the cause (helper-107)."""
+    golden = Path(__file__).parent / "golden" / "v1"
+    for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
+        shutil.copyfile(golden / name, tmp_path / name)
+    old, new = str(tmp_path / "golden.tfrecord"), str(tmp_path / "now.tfrecord")
+    spec = importlib.util.spec_from_file_location("make_golden", golden.parent / "make_golden.py")
+    make_golden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_golden)
+    save(make_golden.golden_dataset(1), new)
+    parts = [old, new] if old_first else [new, old]
+    encodings = "'raw' against 'int64'" if old_first else "'int64' against 'raw'"
+    with pytest.raises(SchemaError, match="^" + re.escape(
+            f"{parts[1]}: its features differ from those of {parts[0]}: feature '0/i8', "
+            f"encoding {encodings} ({old} is of format version 1, which stored it so: save it "
+            "again to merge it)") + "$"):
+        merge(parts, str(tmp_path / "data.tfrecord"))
+    # not where the parts differ otherwise too, which saving again would not mend
+    save(make_golden.golden_dataset(1).map(lambda f, label: (f, tf.cast(label, tf.int32))), new)
+    with pytest.raises(SchemaError, match="differ from those of .*against [^(]*$"):
+        merge(parts, str(tmp_path / "data.tfrecord"))
 
 
 def test_merge_names_a_tensor_name_that_differs(tmp_path):
