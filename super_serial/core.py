@@ -1389,6 +1389,27 @@ def _plain_file_name(name: str) -> bool:
         and name.isprintable()
 
 
+def _deepest_part(header: _Header) -> tuple[str, int]:
+    """The deepest part of the header's structure, as a message names it (its feature, or a
+    part with no tensor: None, {} or ()), and how many levels deep it lies. Without
+    recursion, as `_empty_parts`: a None may lie deeper than Python's stack."""
+    deepest = max(header.features, key=lambda f: len(f.path))
+    nodes, empty = [(header.structure, ())], None
+    while nodes:
+        node, path = nodes.pop()
+        if isinstance(node, dict) and node:
+            nodes += [(item, path + (key,)) for key, item in node.items()]
+        elif isinstance(node, list) and node:
+            nodes += [(item, path + (i,)) for i, item in enumerate(node)]
+        elif not isinstance(node, str) and (empty is None or len(path) > len(empty[1])):
+            empty = (node, path)
+    if empty is not None and len(empty[1]) > len(deepest.path):
+        kind = "None" if empty[0] is None else "{}" if isinstance(empty[0], dict) else "()"
+        return (f"the part with no tensor at {_short(_feature_name(empty[1]))} ({kind})",
+                len(empty[1]))
+    return f"feature {_short(deepest.name)}", len(deepest.path)
+
+
 def _check_reads_back(header: _Header, tfrecord_path: str):
     """SchemaError unless `load` reads this header, as `save` would write it, back to the same
     schema: what the header format cannot hold (a dim past 2**31 - 1, a rank past 32, a
@@ -1397,10 +1418,10 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
     if key in _READ_BACK:
         return
     source = f"{tfrecord_path}: nothing was written: the header"
-    deepest = max(header.features, key=lambda f: len(f.path))
-    if len(deepest.path) > _MAX_NESTING:
-        raise SchemaError(f"{source} cannot hold feature {_short(deepest.name)}: its element "
-                          f"structure nests {len(deepest.path)} levels deep, more than "
+    deepest, depth = _deepest_part(header)
+    if depth > _MAX_NESTING:
+        raise SchemaError(f"{source} cannot hold {deepest}: its element "
+                          f"structure nests {depth} levels deep, more than "
                           f"{_MAX_NESTING}")
     try:
         text = _header_text(header)
@@ -1412,9 +1433,9 @@ def _check_reads_back(header: _Header, tfrecord_path: str):
         reason = _yaml_reason(e)
         raise SchemaError(f"{source} could not be written as UTF-8 YAML: {reason}") from None
     except RecursionError:  # PyYAML recurses through nested dicts and tuples
-        deepest = max(header.features, key=lambda f: len(f.path))
-        raise SchemaError(f"{source} cannot hold feature {_short(deepest.name)}: its element "
-                          f"structure nests {len(deepest.path)} levels deep") from None
+        deepest, depth = _deepest_part(header)
+        raise SchemaError(f"{source} cannot hold {deepest}: its element "
+                          f"structure nests {depth} levels deep") from None
     problem = _beyond_header_limits(text.encode(), header)  # its features' part of it: checked
     if problem:  # again at the end, with every record file listed (`_write_header`)
         raise SchemaError(f"{source} {problem}")
@@ -4799,7 +4820,7 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         _check_names(header, part, default_header_path(part))  # a copy of another's, as load
         if not header.version:
             raise SchemaError(f"{part}: files of the original module cannot be merged")
-        deepest = max(len(f.path) for f in header.features)
+        deepest = _deepest_part(header)[1]  # a None, {} or () may lie deeper than a feature
         if deepest > _MAX_NESTING:  # as save: PyYAML runs out of stack writing the header
             raise SchemaError(f"{part}: its element structure nests {deepest} levels deep; "
                               f"merge writes headers of at most {_MAX_NESTING}, as save does")

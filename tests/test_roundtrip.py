@@ -3249,6 +3249,29 @@ def test_a_record_past_what_a_reader_can_parse_is_refused(tmp_path, monkeypatch)
     _nothing_written(tmp_path)
 
 
+def _nested(depth, leaf):
+    for _ in range(depth):
+        leaf = (leaf,)
+    return leaf
+
+
+@pytest.mark.parametrize("empty", [None, {}, ()], ids=["None", "{}", "()"])
+def test_a_part_with_no_tensor_counts_towards_the_nesting_limit(tmp_path, empty):
+    """A None 257 levels deep beside a shallow tensor was saved, where a tensor there is
+    refused; from about 330 levels the refusal blamed feature '0', "nests 1 levels deep"
+    (helper-111)."""
+    for depth in (256, 340):  # 257 and 341 levels with the tuple at the top
+        dataset = tf.data.Dataset.range(2).map(lambda i, d=depth: (i, _nested(d, empty)))
+        with pytest.raises(SchemaError, match=r"the header cannot hold the part with no tensor "
+                                              rf"at '1/0/0/.*: its element structure nests "
+                                              rf"{depth + 1} levels deep, more than 256$"):
+            super_serial.save(dataset, str(tmp_path / "x"))
+        _nothing_written(tmp_path)
+    dataset = tf.data.Dataset.range(2).map(lambda i: (i, _nested(255, empty)))
+    super_serial.save(dataset, str(tmp_path / "ok"))  # 256 levels: the limit itself
+    assert_same_elements(dataset, super_serial.load(str(tmp_path / "ok")))
+
+
 def test_a_structure_nested_too_deeply_for_the_header(tmp_path):
     """tf.data nests 400 levels; PyYAML's emitter recursed past Python's limit, which surfaced
     as a bare RecursionError."""

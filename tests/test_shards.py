@@ -802,6 +802,26 @@ def test_merge_takes_parts_nested_as_deep_as_save_writes(tmp_path):
     assert merge(parts, str(tmp_path / "merged"))["num_records"] == 2
 
 
+def test_merge_counts_a_part_with_no_tensor_towards_the_nesting_limit(tmp_path):
+    """A header that load reads (a None 381 levels deep, under its 400) made merge raise a
+    bare RecursionError from PyYAML, where a tensor that deep gives merge's SchemaError
+    (helper-111)."""
+    parts = [str(tmp_path / f"part{i}") for i in range(2)]
+    for part in parts:
+        save(tf.data.Dataset.range(2).map(lambda i: (i, None)), part)
+        header = Path(part + ".header.yaml")
+        text = header.read_text()
+        assert text.count("['0', null]") == 1
+        header.write_text(text.replace("['0', null]", "['0', " + "[" * 380 + "null"
+                                       + "]" * 380 + "]"))
+    assert len(list(load(parts[0]))) == 2  # load reads it
+    with pytest.raises(SchemaError, match=re.escape(parts[0]) + ": its element structure nests "
+                                          "381 levels deep; merge writes headers of at most 256"):
+        merge(parts, str(tmp_path / "merged"))
+    assert sorted(os.listdir(tmp_path)) == [
+        "part0", "part0.header.yaml", "part1", "part1.header.yaml"]
+
+
 def test_merge_refuses_parts_nested_deeper_than_save_writes(tmp_path, monkeypatch):
     """Headers of up to 400 levels (earlier saves wrote about 330) load, but writing one that
     deep ran PyYAML out of stack: merge raised a bare RecursionError."""
