@@ -383,8 +383,9 @@ def _namedtuple_type(name: str, fields: tuple) -> type:
     return collections.namedtuple(name, fields, rename=True)
 
 
-def _format_version(features, namedtuples=(), structure=None) -> int:
-    """The version a header of these features says: the lowest that reads them."""
+def _format_version(features, namedtuples, structure) -> int:
+    """The version a header of these features, namedtuples and structure says: the lowest
+    that reads them. (No defaults: a structure of None is itself a part with no tensor.)"""
     if _empty_parts(structure):
         return _EMPTY_PARTS_VERSION
     if any(f.dtype.tf_dtype.is_quantized for f in features):
@@ -2401,7 +2402,8 @@ def save(
 
     Args:
       dataset: Any `tf.data.Dataset` whose elements are tensors, ragged or sparse tensors,
-        alone or in (nested) dicts, tuples and namedtuples.
+        alone or in (nested) dicts, tuples and namedtuples, which may also hold parts with
+        no tensor (None, empty dicts, tuples and namedtuples) beside the tensors.
       tfrecord_path: Where the records go (any `tf.io.gfile` path). With several shards, the
         files are `<tfrecord_path>-00000-of-NNNNN`.
       header_path: Where the header goes; default `<tfrecord_path>.header.yaml`.
