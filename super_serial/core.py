@@ -4727,6 +4727,40 @@ def _features_difference(features: tuple, others: tuple) -> str:
     return ""
 
 
+def _structure_difference(ours, theirs, path: tuple = ()) -> str:
+    """Where two headers' structures first differ, for merge's error (once their features are
+    the same, in their parts with no tensor): " (at '1': None against an empty dict)"."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in [*ours, *(k for k in theirs if k not in ours)]:
+            if key not in ours or key not in theirs:
+                return (f" ({_short(_feature_name(path + (key,)))} is only in "
+                        f"{'this part' if key in ours else 'that one'})")
+            found = _structure_difference(ours[key], theirs[key], path + (key,))
+            if found:
+                return found
+        return ""
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for i, (mine, other) in enumerate(zip(ours, theirs)):
+            found = _structure_difference(mine, other, path + (i,))
+            if found:
+                return found
+        return ""
+    if ours == theirs:
+        return ""
+    where = _short(_feature_name(path)) if path else "the element"
+    return f" (at {where}: {_part_kind(ours)} against {_part_kind(theirs)})"
+
+
+def _part_kind(node) -> str:
+    if isinstance(node, str):
+        return "a tensor"
+    if isinstance(node, dict):
+        return f"a dict of {len(node)} keys" if node else "an empty dict"
+    if isinstance(node, list):
+        return f"a tuple of {len(node)}" if node else "an empty tuple"
+    return "None"
+
+
 def _as_saved_now(features: tuple) -> tuple:
     """The features with the encodings save writes now: earlier format versions stored some
     dtypes otherwise (int8 and uint8 as int64 before version 2, int16 and uint16 before 3)."""
@@ -4834,7 +4868,8 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         for what in ("features", "structure", "namedtuples", "compression"):
             if getattr(header, what) != getattr(first, what):
                 where = _features_difference(header.features, first.features) if (
-                    what == "features") else ""
+                    what == "features") else _structure_difference(
+                    header.structure, first.structure) if what == "structure" else ""
                 if what == "namedtuples" and not (header.namedtuples and first.namedtuples):
                     where = " (this part has none)" if first.namedtuples else (
                         " (that one has none)")

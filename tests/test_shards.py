@@ -693,6 +693,26 @@ def test_merge_says_a_part_of_an_earlier_format_must_be_saved_again(tmp_path, ol
         merge(parts, str(tmp_path / "data.tfrecord"))
 
 
+@pytest.mark.parametrize("ours, theirs, where", [
+    (lambda x: (x, None), lambda x: (x, {}), "at '1': None against an empty dict"),
+    (lambda x: (x, None), lambda x: (x,), "at the element: a tuple of 2 against a tuple of 1"),
+    (lambda x: {"x": x, "e": ()}, lambda x: {"x": x, "e": {}},
+     "at 'e': an empty tuple against an empty dict"),
+    (lambda x: {"x": x, "n": None}, lambda x: {"x": x}, "'n' is only in this part"),
+    (lambda x: {"x": x, "d": {"a": None}}, lambda x: {"x": x, "d": {"b": None}},
+     "'d/a' is only in this part"),
+], ids=["None-{}", "longer", "()-{}", "extra key", "deeper"])
+def test_merge_says_where_parts_with_no_tensor_differ(tmp_path, ours, theirs, where):
+    """Parts of the same features whose parts with no tensor differ were refused with "its
+    structure differs" and no more (helper-111)."""
+    parts = [str(tmp_path / f"part{i}") for i in range(2)]
+    save(tf.data.Dataset.range(2).map(theirs), parts[0])
+    save(tf.data.Dataset.range(2).map(ours), parts[1])
+    with pytest.raises(SchemaError, match="^" + re.escape(
+            f"{parts[1]}: its structure differs from that of {parts[0]} ({where})") + "$"):
+        merge(parts, str(tmp_path / "merged"))
+
+
 def test_merge_names_a_tensor_name_that_differs(tmp_path):
     def part(name):
         return tf.data.Dataset.from_generator(lambda: iter([[1.0, 2.0]]), output_signature=(
