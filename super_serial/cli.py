@@ -576,7 +576,8 @@ def _head(args) -> int:
     shown = 0
     for index, element in _not_an_example_named(dataset, args.path, header_path):
         print(f"element {index}")
-        tensors = [leaf for leaf in tf.nest.flatten(element) if leaf is not None]  # None: none
+        # the element's tensors, as the features list them (a None of it is none of them)
+        tensors = [leaf for leaf in tf.nest.flatten(element) if leaf is not None]
         leaves = [(name, *_leaf_text(leaf, feature.ragged)) for name, leaf, feature
                   in zip(names, tensors, features)]
         name_width = max(_width(name) for name, _, _ in leaves)

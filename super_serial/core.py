@@ -1082,8 +1082,12 @@ class _HeaderParser:
         features_raw = self.get(raw, "features", "features", dict)
         if not all(isinstance(name, str) for name in features_raw):
             self.fail("features", "every feature name must be a string")
-        structure = raw.get("structure")
-        leaves = self.parse_structure(structure, "structure", ())
+        if "structure" not in raw:
+            self.fail("structure", "missing")
+        structure = raw["structure"]
+        # an element that is itself null, {} or [] is no matter of version (helper-113)
+        leaves = [] if structure is None or structure in ({}, []) else self.parse_structure(
+            structure, "structure", ())
         if not leaves:
             self.fail("structure", "names no feature; an element holds at least one tensor")
         if sorted(n for n, _ in leaves) != sorted(features_raw):
@@ -1196,13 +1200,13 @@ class _HeaderParser:
     def parse_structure(self, node, field, path) -> list:
         if isinstance(node, str):
             return [(node, path)]
-        if len(path) == _MAX_READ_NESTING:  # deeper, `load` runs out of Python's stack
-            self.fail("structure", f"nests more than {_MAX_READ_NESTING} levels deep")
         if node is None or node in ({}, []):  # a part with no tensor: None, {} or ()
-            if self.version < _EMPTY_PARTS_VERSION:
+            if self.version < _EMPTY_PARTS_VERSION:  # (it may lie as deep as a feature)
                 self.fail(field, f"{_short(node)}, a part with no tensor, needs format version "
                                  f"{_EMPTY_PARTS_VERSION}; the header says {self.version}")
             return []
+        if len(path) == _MAX_READ_NESTING:  # deeper, `load` runs out of Python's stack
+            self.fail("structure", f"nests more than {_MAX_READ_NESTING} levels deep")
         if isinstance(node, dict):
             out = []
             for key in sorted(node, key=str):
@@ -4755,7 +4759,8 @@ def _part_kind(node) -> str:
     if isinstance(node, str):
         return "a tensor"
     if isinstance(node, dict):
-        return f"a dict of {len(node)} keys" if node else "an empty dict"
+        return (f"a dict of {len(node)} key{'s' if len(node) != 1 else ''}" if node else
+                "an empty dict")
     if isinstance(node, list):
         return f"a tuple of {len(node)}" if node else "an empty tuple"
     return "None"

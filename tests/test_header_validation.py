@@ -1092,3 +1092,38 @@ def test_a_missing_shape_in_an_original_module_header_is_named_as_such(tmp_path)
     with pytest.raises(HeaderError, match=re.escape(
             f"{header_path}: field 'x.shape': missing") + "$"):
         read_header(str(header_path))
+
+
+@pytest.mark.parametrize("version", [3, 7])
+@pytest.mark.parametrize("structure", ["left out", None, {}, []])
+def test_a_missing_or_empty_structure_is_not_blamed_on_the_version(saved, structure, version):
+    """A header without 'structure' (read as None), or whose whole structure is null, {} or
+    [], was refused below version 7 as "None, a part with no tensor, needs format version 7",
+    which no version mends (helper-113)."""
+    tfrecord_path, header_path, header = saved
+    header["version"] = version
+    if structure == "left out":
+        del header["structure"]
+    else:
+        header["structure"] = structure
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path, "^" + re.escape(
+        f"{header_path}: field 'structure': ") + (
+        "missing$" if structure == "left out" else
+        re.escape("names no feature; an element holds at least one tensor") + "$"))
+
+
+def test_a_none_lies_as_deep_as_a_feature_may(saved):
+    """A feature 400 levels deep loads; a None as deep was refused, "nests more than 400
+    levels deep" (helper-113)."""
+    tfrecord_path, header_path, header = saved
+    header["version"] = 7
+    header["structure"] = {**header["structure"], "zz": "MARKER"}
+    write(header_path, yaml.dump(header, Dumper=NoAliasDumper).replace(
+        "MARKER", "[" * 399 + "null" + "]" * 399))
+    deep = read_header(header_path)["structure"]["zz"]
+    for _ in range(399):
+        assert isinstance(deep, list) and len(deep) == 1
+        deep = deep[0]
+    assert deep is None
+    assert len(list(load(tfrecord_path, header_path))) > 0

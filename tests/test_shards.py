@@ -696,12 +696,14 @@ def test_merge_says_a_part_of_an_earlier_format_must_be_saved_again(tmp_path, ol
 @pytest.mark.parametrize("ours, theirs, where", [
     (lambda x: (x, None), lambda x: (x, {}), "at '1': None against an empty dict"),
     (lambda x: (x, None), lambda x: (x,), "at the element: a tuple of 2 against a tuple of 1"),
+    (lambda x: (x, {"q": None}), lambda x: (x, None), "at '1': a dict of 1 key against None"),
+    (lambda x: {"x": x}, lambda x: {"x": x, "n": None}, "'n' is only in that one"),
     (lambda x: {"x": x, "e": ()}, lambda x: {"x": x, "e": {}},
      "at 'e': an empty tuple against an empty dict"),
     (lambda x: {"x": x, "n": None}, lambda x: {"x": x}, "'n' is only in this part"),
     (lambda x: {"x": x, "d": {"a": None}}, lambda x: {"x": x, "d": {"b": None}},
      "'d/a' is only in this part"),
-], ids=["None-{}", "longer", "()-{}", "extra key", "deeper"])
+], ids=["None-{}", "longer", "dict-None", "missing key", "()-{}", "extra key", "deeper"])
 def test_merge_says_where_parts_with_no_tensor_differ(tmp_path, ours, theirs, where):
     """Parts of the same features whose parts with no tensor differ were refused with "its
     structure differs" and no more (helper-111)."""
