@@ -1397,15 +1397,16 @@ def _plain_file_name(name: str) -> bool:
 def _deepest_part(header: _Header) -> tuple[str, int]:
     """The deepest part of the header's structure, as a message names it (its feature, or a
     part with no tensor: None, {} or ()), and how many levels deep it lies. Without
-    recursion, as `_empty_parts`: a None may lie deeper than Python's stack."""
+    recursion, as `_empty_parts`: a None may lie deeper than Python's stack. Of parts as
+    deep, the first in the structure's order, as of features (the first in flatten order)."""
     deepest = max(header.features, key=lambda f: len(f.path))
     nodes, empty = [(header.structure, ())], None
     while nodes:
         node, path = nodes.pop()
-        if isinstance(node, dict) and node:
-            nodes += [(item, path + (key,)) for key, item in node.items()]
+        if isinstance(node, dict) and node:  # (reversed: popped in order)
+            nodes += reversed([(item, path + (key,)) for key, item in node.items()])
         elif isinstance(node, list) and node:
-            nodes += [(item, path + (i,)) for i, item in enumerate(node)]
+            nodes += reversed([(item, path + (i,)) for i, item in enumerate(node)])
         elif not isinstance(node, str) and (empty is None or len(path) > len(empty[1])):
             empty = (node, path)
     if empty is not None and len(empty[1]) > len(deepest.path):

@@ -396,6 +396,17 @@ def test_inspect_and_head_show_parts_with_no_tensor(tmp_path):
     assert result.stdout.splitlines() == ["element 0", "  a  int32    1", "  b  float32  5.5"]
 
 
+def test_head_names_the_tensors_after_a_none(tmp_path):
+    """The test above has its Nones after its tensors in flatten order, where a head that
+    kept them would still name every tensor rightly (helper-114's surviving mutant)."""
+    path = str(tmp_path / "parts.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensor_slices(([1, 2], [5.5, 6.5])).map(
+        lambda a, b: (None, a, {}, b)), path)
+    result = run("head", path, "-n", "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["element 0", "  1  int32    1", "  3  float32  5.5"]
+
+
 def test_inspect_and_head_show_sparse_components(tmp_path):
     """A sparse feature's shape is marked so in inspect's table and its JSON; head gives each
     element's dense shape, indices and values."""

@@ -3272,6 +3272,40 @@ def test_a_part_with_no_tensor_counts_towards_the_nesting_limit(tmp_path, empty)
     assert_same_elements(dataset, super_serial.load(str(tmp_path / "ok")))
 
 
+def test_a_part_with_no_tensor_as_deep_as_the_deepest_tensor_names_the_tensor(tmp_path):
+    dataset = tf.data.Dataset.range(2).map(lambda i: (_nested(256, i), _nested(256, None)))
+    with pytest.raises(SchemaError, match=r"the header cannot hold feature '0/0/0/.*: its "
+                                          r"element structure nests 257 levels deep, more than "
+                                          r"256$"):
+        super_serial.save(dataset, str(tmp_path / "x"))
+
+
+def test_of_parts_with_no_tensor_as_deep_the_first_is_named_with_its_kind(tmp_path):
+    """The first in the structure's order, as of features (helper-114: the last was named,
+    and a mutant swapping the kinds of {} and () survived)."""
+    for parts, where, kind in (((None, {}), "1", "None"), (({}, ()), "1", "{}"),
+                               (((), None), "1", "()")):
+        dataset = tf.data.Dataset.range(2).map(
+            lambda i, p=parts: (i, _nested(256, p[0]), _nested(256, p[1])))
+        with pytest.raises(SchemaError, match=rf"the header cannot hold the part with no "
+                                              rf"tensor at '{where}/0/0/.* \({re.escape(kind)}"
+                                              rf"\): its element structure nests 257"):
+            super_serial.save(dataset, str(tmp_path / "x"))
+
+
+def test_a_tensor_name_beside_a_none_loads_with_both(tmp_path):
+    """load gives back a tensor's name (a path of its own), and a None beside it: a mutant
+    that gave None in place of its spec there survived (helper-114)."""
+    dataset = tf.data.Dataset.from_generator(lambda: iter([([1.0, 2.0], None)]),
+                                             output_signature=(
+        tf.TensorSpec([2], tf.float32, name="pixels"), core._NONE_SPEC))
+    path = str(tmp_path / "data.tfrecord")
+    super_serial.save(dataset, path)
+    loaded = super_serial.load(path)
+    assert loaded.element_spec == dataset.element_spec
+    assert_same_elements(dataset, loaded)
+
+
 def test_a_structure_nested_too_deeply_for_the_header(tmp_path):
     """tf.data nests 400 levels; PyYAML's emitter recursed past Python's limit, which surfaced
     as a bare RecursionError."""

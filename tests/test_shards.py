@@ -715,6 +715,22 @@ def test_merge_says_where_parts_with_no_tensor_differ(tmp_path, ours, theirs, wh
         merge(parts, str(tmp_path / "merged"))
 
 
+def test_merge_gives_no_save_again_hint_for_parts_of_one_version(tmp_path):
+    """An encoding that differs between parts of one version (a hand-edited header) is not
+    mended by saving again (helper-114's surviving mutant gave the hint)."""
+    parts = [str(tmp_path / f"part{i}") for i in range(2)]
+    for part in parts:
+        save(tf.data.Dataset.range(3).map(lambda i: {"b": tf.cast(i, tf.int8)}), part)
+    header = read_header(parts[1] + ".header.yaml")
+    assert header["features"]["b"]["encoding"] == "raw"
+    header["features"]["b"]["encoding"] = "int64"  # which an int8 may have at any version
+    Path(parts[1] + ".header.yaml").write_text(yaml.safe_dump(header))
+    with pytest.raises(SchemaError, match="^" + re.escape(
+            f"{parts[1]}: its features differ from those of {parts[0]}: feature 'b', "
+            "encoding 'int64' against 'raw'") + "$"):
+        merge(parts, str(tmp_path / "merged"))
+
+
 def test_merge_names_a_tensor_name_that_differs(tmp_path):
     def part(name):
         return tf.data.Dataset.from_generator(lambda: iter([[1.0, 2.0]]), output_signature=(
