@@ -563,8 +563,6 @@ def _verify(args) -> int:
 
 
 def _head(args) -> int:
-    import tensorflow as tf
-
     from super_serial import core
 
     header_path = _header_path(args)
@@ -576,10 +574,8 @@ def _head(args) -> int:
     shown = 0
     for index, element in _not_an_example_named(dataset, args.path, header_path):
         print(f"element {index}")
-        # the element's tensors, as the features list them (a None of it is none of them)
-        tensors = [leaf for leaf in tf.nest.flatten(element) if leaf is not None]
         leaves = [(name, *_leaf_text(leaf, feature.ragged)) for name, leaf, feature
-                  in zip(names, tensors, features)]
+                  in zip(names, core._tensors_of(element), features)]
         name_width = max(_width(name) for name, _, _ in leaves)
         kind_width = max(len(kind) for _, kind, _ in leaves)
         for name, kind, text in leaves:

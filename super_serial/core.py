@@ -395,17 +395,29 @@ def _format_version(features, namedtuples, structure) -> int:
     return _SPARSE_VERSION if any(f.sparse for f in features) else 3
 
 
-def _empty_parts(structure) -> bool:
-    """Whether a header's structure holds a part with no tensor: None, {} or []. (Without
-    recursion: a structure may nest deeper than Python's stack, which save then refuses.)"""
-    nodes = [structure]
+def _no_tensor(node) -> bool:
+    """Whether a node of a header's structure is a part with no tensor: None, {} or []."""
+    return node is None or node in ({}, [])
+
+
+def _structure_leaves(structure):
+    """Each leaf of a header's structure (a feature name, or a part with no tensor) with its
+    path, in the structure's order. Without recursion: a structure may nest deeper than
+    Python's stack, which save and merge then refuse."""
+    nodes = [(structure, ())]
     while nodes:
-        node = nodes.pop()
-        if node is None or node in ({}, []):
-            return True
-        if isinstance(node, (dict, list)):
-            nodes += node.values() if isinstance(node, dict) else node
-    return False
+        node, path = nodes.pop()
+        if isinstance(node, dict) and node:  # (reversed: popped in order)
+            nodes += reversed([(item, path + (key,)) for key, item in node.items()])
+        elif isinstance(node, list) and node:
+            nodes += reversed([(item, path + (i,)) for i, item in enumerate(node)])
+        else:
+            yield node, path
+
+
+def _empty_parts(structure) -> bool:
+    """Whether a header's structure holds a part with no tensor."""
+    return any(_no_tensor(node) for node, _ in _structure_leaves(structure))
 
 
 def default_header_path(tfrecord_path) -> str:
@@ -587,6 +599,13 @@ def _utf8(text: str) -> bool:
 # The spec of a None in an element: a part with no tensor, which the header's structure holds
 _NONE_SPEC = tf.type_spec_from_value(None)
 _NoneSpec = type(_NONE_SPEC)
+
+
+def _tensors_of(structure, expand_composites: bool = False) -> list:
+    """`tf.nest.flatten` of an element (or of its spec) without its Nones (NoneTensorSpecs),
+    which hold no tensor: what tf.data holds the element as, one for each feature."""
+    return [x for x in tf.nest.flatten(structure, expand_composites=expand_composites)
+            if x is not None and not isinstance(x, _NoneSpec)]
 
 # What tf.data's other kinds of component are, and what to save instead
 _UNSUPPORTED_HINTS = {
@@ -1086,8 +1105,8 @@ class _HeaderParser:
             self.fail("structure", "missing")
         structure = raw["structure"]
         # an element that is itself null, {} or [] is no matter of version (helper-113)
-        leaves = [] if structure is None or structure in ({}, []) else self.parse_structure(
-            structure, "structure", ())
+        leaves = [] if _no_tensor(structure) else self.parse_structure(structure, "structure",
+                                                                         ())
         if not leaves:
             self.fail("structure", "names no feature; an element holds at least one tensor")
         if sorted(n for n, _ in leaves) != sorted(features_raw):
@@ -1200,7 +1219,7 @@ class _HeaderParser:
     def parse_structure(self, node, field, path) -> list:
         if isinstance(node, str):
             return [(node, path)]
-        if node is None or node in ({}, []):  # a part with no tensor: None, {} or ()
+        if _no_tensor(node):
             if self.version < _EMPTY_PARTS_VERSION:  # (it may lie as deep as a feature)
                 self.fail(field, f"{_short(node)}, a part with no tensor, needs format version "
                                  f"{_EMPTY_PARTS_VERSION}; the header says {self.version}")
@@ -1396,19 +1415,12 @@ def _plain_file_name(name: str) -> bool:
 
 def _deepest_part(header: _Header) -> tuple[str, int]:
     """The deepest part of the header's structure, as a message names it (its feature, or a
-    part with no tensor: None, {} or ()), and how many levels deep it lies. Without
-    recursion, as `_empty_parts`: a None may lie deeper than Python's stack. Of parts as
-    deep, the first in the structure's order, as of features (the first in flatten order)."""
+    part with no tensor: None, {} or ()), and how many levels deep it lies (a None may lie
+    deeper than Python's stack: `_structure_leaves`). Of parts as deep, the first in the
+    structure's order, as of features (the first in flatten order)."""
     deepest = max(header.features, key=lambda f: len(f.path))
-    nodes, empty = [(header.structure, ())], None
-    while nodes:
-        node, path = nodes.pop()
-        if isinstance(node, dict) and node:  # (reversed: popped in order)
-            nodes += reversed([(item, path + (key,)) for key, item in node.items()])
-        elif isinstance(node, list) and node:
-            nodes += reversed([(item, path + (i,)) for i, item in enumerate(node)])
-        elif not isinstance(node, str) and (empty is None or len(path) > len(empty[1])):
-            empty = (node, path)
+    empty = max(((node, path) for node, path in _structure_leaves(header.structure)
+                 if _no_tensor(node)), key=lambda part: len(part[1]), default=None)
     if empty is not None and len(empty[1]) > len(deepest.path):
         kind = "None" if empty[0] is None else "{}" if isinstance(empty[0], dict) else "()"
         return (f"the part with no tensor at {_short(_feature_name(empty[1]))} ({kind})",
@@ -3246,9 +3258,7 @@ def _batches_for_encoding(dataset, features, batch_records, small_reads=False) -
     values gives the one unknown dim, so that every dim (a 7 after a 0, say) keeps its exact
     extent. Ragged components of ragged rank 0 batch as ragged by themselves.
     """
-    # The element's tensors, as tf.data holds them (a None holds none)
-    specs = tuple(s for s in tf.nest.flatten(dataset.element_spec)
-                  if not isinstance(s, _NoneSpec))
+    specs = tuple(_tensors_of(dataset.element_spec))
     rows_apart = _ragged_may_come_as_rows(dataset)
     if (_sparse_batches(features) and not small_reads and not rows_apart
             and not _costly_elements(dataset)):  # elements_per_batch: sized like small reads
@@ -4873,18 +4883,20 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         first = headers[0] if headers else header
         for what in ("features", "structure", "namedtuples", "compression"):
             if getattr(header, what) != getattr(first, what):
-                where = _features_difference(header.features, first.features) if (
-                    what == "features") else _structure_difference(
-                    header.structure, first.structure) if what == "structure" else ""
-                if what == "namedtuples" and not (header.namedtuples and first.namedtuples):
+                where = ""
+                if what == "features":
+                    where = _features_difference(header.features, first.features)
+                    if header.version != first.version and (
+                            _as_saved_now(header.features) == _as_saved_now(first.features)):
+                        older = part if header.version < first.version else parts[0]
+                        where += (f" ({older} is of format version "
+                                  f"{min(header.version, first.version)}, which stored it so: "
+                                  "save it again to merge it)")
+                elif what == "structure":
+                    where = _structure_difference(header.structure, first.structure)
+                elif what == "namedtuples" and not (header.namedtuples and first.namedtuples):
                     where = " (this part has none)" if first.namedtuples else (
                         " (that one has none)")
-                if what == "features" and header.version != first.version and (
-                        _as_saved_now(header.features) == _as_saved_now(first.features)):
-                    older = part if header.version < first.version else parts[0]
-                    where += (f" ({older} is of format version "
-                              f"{min(header.version, first.version)}, which stored it so: "
-                              "save it again to merge it)")
                 differ = "differs from that" if what in ("structure", "compression") else (
                     "differ from those")
                 raise SchemaError(f"{part}: its {what} {differ} of {parts[0]}{where}")
@@ -5504,8 +5516,7 @@ def _one_device_function(fn, inputs: list, batched_ragged: bool = False):
             return tf.data.experimental.to_variant(result)
         structure.append(tf.nest.map_structure(tf.type_spec_from_value, result))
         return [_ragged_variant(x.flat_values, x.nested_row_splits, batched_ragged)
-                if isinstance(x, tf.RaggedTensor) else x for x in tf.nest.flatten(result)
-                if x is not None]  # a None of the element is no tensor
+                if isinstance(x, tf.RaggedTensor) else x for x in _tensors_of(result)]
 
     return _one_device_trace(flat, inputs), structure[0]
 
@@ -5554,7 +5565,7 @@ def _unbatched_spec(spec):
 def _flat_specs(structure) -> list:
     """The tensors tf.data holds an element of `structure` as: a ragged tensor is one variant."""
     return [s if isinstance(s, tf.TensorSpec) else tf.TensorSpec(None, tf.variant)
-            for s in tf.nest.flatten(structure) if not isinstance(s, _NoneSpec)]
+            for s in _tensors_of(structure)]
 
 
 def _ragged_variant(values, splits=(), batched: bool = False):
@@ -5813,9 +5824,9 @@ class _Decoder:
     @tf.autograph.experimental.do_not_convert
     def check_block(self, index, serialized, *file):
         """`decode_block`'s checks and decoding run, for the number of records in the block."""
-        decoded = tf.nest.flatten(self.decode_block(index, serialized, *file),
-                                  expand_composites=True)
-        with tf.control_dependencies([x for x in decoded if x is not None]):
+        decoded = _tensors_of(self.decode_block(index, serialized, *file),
+                              expand_composites=True)
+        with tf.control_dependencies(decoded):
             return tf.size(serialized, out_type=tf.int64)
 
     def finishing(self, element_spec):
