@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib.util
 import os
 import shutil
 import threading
 import time
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -55,6 +57,17 @@ def fifo_at(path, rescue_after: float = 3.0):
     finally:
         done.set()
         thread.join()
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def golden_module():
+    """tests/golden/make_golden.py as a module: `golden_dataset(version)`, `main(folder)`."""
+    spec = importlib.util.spec_from_file_location("make_golden", GOLDEN / "make_golden.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def reference_varint(value: int) -> bytes:

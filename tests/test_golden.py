@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import assert_same_elements
+from conftest import GOLDEN, assert_same_elements, golden_module
 
 import super_serial
 
@@ -162,7 +161,6 @@ def test_verify_counts_and_reads_without_autotuning(monkeypatch):
 #     when version N was current. Every version keeps loading; today's save writes the newest.
 # --------------------------------------------------------------------------------------------
 
-GOLDEN = TESTS / "golden"
 RECORDS_SHA256 = {
     1: "da7be4d855ddf1080be0c47dcfdc70fecc7e86df62b261bcb5cc1e7545d3d765",
     2: "a717d7ae5ab159c7cbef65d5aa47bdbbec0294d716ba66cd259ec2ac8b4928d7",
@@ -481,14 +479,6 @@ V7_HEADER_SHA256 = "0694cb8e47541e2cb7c56fcad3bd45411b7346835c1f55fdb811fc113971
 HEADERS = {1: V1_HEADER, 2: V2_HEADER, 3: V3_HEADER}
 
 
-def _make_golden():
-    path = GOLDEN / "make_golden.py"
-    spec = importlib.util.spec_from_file_location("make_golden", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _folder(version: int) -> Path:
     return GOLDEN / f"v{version}"
 
@@ -496,7 +486,7 @@ def _folder(version: int) -> Path:
 def test_every_version_has_golden_files_and_the_newest_is_current():
     assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == [
         "original-module", *(f"v{v}" for v in VERSIONS)]
-    assert _make_golden().VERSION == VERSIONS[-1] == super_serial.core.FORMAT_VERSION
+    assert golden_module().VERSION == VERSIONS[-1] == super_serial.core.FORMAT_VERSION
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -536,7 +526,7 @@ def test_golden_record_bytes_are_pinned(version):
 
 
 def test_save_writes_the_newest_golden_bytes(tmp_path):
-    make_golden = _make_golden()
+    make_golden = golden_module()
     make_golden.main(tmp_path)
     for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
         assert (tmp_path / name).read_bytes() == (_folder(VERSIONS[-1]) / name).read_bytes(), (
@@ -551,7 +541,7 @@ def test_save_writes_earlier_version_bytes_without_what_later_ones_added(tmp_pat
     feature version 5's, and without a part that holds no tensor version 6's, which readers
     of those versions read."""
     path = str(tmp_path / "golden.tfrecord")
-    super_serial.save(_make_golden().golden_dataset(version), path)
+    super_serial.save(golden_module().golden_dataset(version), path)
     for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
         assert (tmp_path / name).read_bytes() == (_folder(version) / name).read_bytes(), name
 
@@ -604,7 +594,7 @@ def test_v2_stored_16_bit_ints_as_int64_and_v3_stores_them_raw(tmp_path):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_golden_files_load(tmp_path, version):
-    make_golden = _make_golden()
+    make_golden = golden_module()
     copy = tmp_path / f"v{version}"
     shutil.copytree(_folder(version), copy)  # load from a copy: nothing may depend on the folder
     loaded = super_serial.load(str(copy / "golden.tfrecord"))
@@ -672,7 +662,7 @@ def test_golden_files_load_expected_values(version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_golden_files_load_batched(version):
-    make_golden = _make_golden()
+    make_golden = golden_module()
     assert_same_elements(make_golden.golden_dataset(version).ragged_batch(3),
                          super_serial.load(str(_folder(version) / "golden.tfrecord"),
                                            batch_size=3))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import importlib.util
 import os
 import re
 import shutil
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import assert_same_elements, assert_same_multiset, fifo_at
+from conftest import GOLDEN, assert_same_elements, assert_same_multiset, fifo_at, golden_module
 
 from super_serial import CorruptDataError, SchemaError, core, load, merge, read_header, save, verify
 
@@ -672,14 +671,12 @@ def test_merge_says_a_part_of_an_earlier_format_must_be_saved_again(tmp_path, ol
     """Format version 1 stored int8 as an Int64List, where save now writes its bytes: such a
     part and a new save of the same dataset differ in that encoding alone. The refusal said
     "encoding 'raw' against 'int64'" without the cause (helper-107)."""
-    golden = Path(__file__).parent / "golden" / "v1"
+    golden = GOLDEN / "v1"
     for name in ("golden.tfrecord", "golden.tfrecord.header.yaml"):
         shutil.copyfile(golden / name, tmp_path / name)
     old, new = str(tmp_path / "golden.tfrecord"), str(tmp_path / "now.tfrecord")
-    spec = importlib.util.spec_from_file_location("make_golden", golden.parent / "make_golden.py")
-    make_golden = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_golden)
-    save(make_golden.golden_dataset(1), new)
+    golden_dataset = golden_module().golden_dataset
+    save(golden_dataset(1), new)
     parts = [old, new] if old_first else [new, old]
     encodings = "'raw' against 'int64'" if old_first else "'int64' against 'raw'"
     with pytest.raises(SchemaError, match="^" + re.escape(
@@ -688,7 +685,7 @@ def test_merge_says_a_part_of_an_earlier_format_must_be_saved_again(tmp_path, ol
             "again to merge it)") + "$"):
         merge(parts, str(tmp_path / "data.tfrecord"))
     # not where the parts differ otherwise too, which saving again would not mend
-    save(make_golden.golden_dataset(1).map(lambda f, label: (f, tf.cast(label, tf.int32))), new)
+    save(golden_dataset(1).map(lambda f, label: (f, tf.cast(label, tf.int32))), new)
     with pytest.raises(SchemaError, match="differ from those of .*against [^(]*$"):
         merge(parts, str(tmp_path / "data.tfrecord"))
 
