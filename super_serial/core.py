@@ -5809,7 +5809,7 @@ class _Decoder:
             serialized = tf.identity(serialized)
         names = tf.strings.join([path, ":", tf.strings.as_string(tf.range(start, end))])
         parsed = tf.io.parse_example(serialized, self.specs, example_names=names)
-        checks = _Checks(path)
+        checks = _Checks(path, start)
         # Zero-size components are checked too (their records hold nothing), but made again
         # for each element instead (`finishing`); here, from their parsed values: where they
         # are all there is, nothing else runs the parse (a control dependency on it was
@@ -6088,19 +6088,22 @@ def _row_sums(ragged):
 
 class _Checks:
     """What the records of a block must satisfy, gathered while their features are decoded,
-    and checked by one assertion: a "super_serial:" error naming the file, the feature, and
-    the largest failing value ("found N") of the first check (in feature order) that fails.
+    and checked by one assertion: a "super_serial:" error naming the file, the record, the
+    feature, and the failing value ("found N") of the first check (in feature order) that
+    fails, at its first failing record. A check of the block as a whole (`per_record=False`)
+    names no record.
 
     One assertion for all: each op in block decoding costs again every time an iterator is
     made, and separate assertions, each with its message, took about 13 ops a check.
     """
 
-    def __init__(self, path):
-        self.path = path
-        self.conditions, self.found, self.problems = [], [], []
+    def __init__(self, path, start):
+        self.path, self.start = path, start  # the file, its block's first record (int64)
+        self.conditions, self.found, self.problems, self.per_record = [], [], [], []
 
-    def add(self, condition, feature: _Feature, problem: str, found=None):
-        """`condition`: [records] or [records, n] booleans; `found`: numbers of that shape."""
+    def add(self, condition, feature: _Feature, problem: str, found=None, per_record=True):
+        """`condition`: [records] or [records, n] booleans; `found`: numbers of that shape.
+        Where the condition holds the block's one value for each record, `per_record=False`."""
         if found is not None:  # the failing values
             found = tf.where(condition, _INT64_MIN, tf.cast(found, tf.int64))
         if condition.shape.rank > 1:  # a record's, together
@@ -6110,18 +6113,27 @@ class _Checks:
         self.found.append(found)
         self.problems.append(f"{_named(feature.name)}: {problem}"
                              + (", found " if found is not None else ""))
+        self.per_record.append(per_record)
 
     def assertion(self) -> list:
         """The assertion (none without checks), to be run before what the checks guard."""
         if not self.conditions:
             return []
-        passed = tf.reduce_all(tf.stack(self.conditions), axis=1)  # each check's
+        conditions = tf.stack(self.conditions)  # [checks, records]
+        passed = tf.reduce_all(conditions, axis=1)  # each check's
         which = tf.argmin(tf.cast(passed, tf.int32))  # the first that fails
+        # its first failing record, of its records and a failing one after them (a block
+        # of none has checks too, and no argmin)
+        after = tf.constant([[0, 1]])
+        record = tf.argmin(tf.pad(tf.cast(tf.gather(conditions, which), tf.int32), after))
         found = tf.stack([tf.fill(tf.shape(self.conditions[0]), _INT64_MIN) if f is None
                           else f for f in self.found])
-        value = tf.strings.as_string(tf.reduce_max(tf.gather(found, which)))
+        value = tf.strings.as_string(tf.gather(tf.pad(tf.gather(found, which), after), record))
         has_found = tf.gather([f is not None for f in self.found], which)
-        message = tf.strings.join(["super_serial: ", self.path, ": ",
+        named = ["record ", tf.strings.as_string(self.start + record), ": "]
+        if not all(self.per_record):  # (`verify`'s checks only: load's ops are fewer so)
+            named = [tf.where(tf.gather(self.per_record, which), tf.strings.join(named), "")]
+        message = tf.strings.join(["super_serial: ", self.path, ": ", *named,
                                    tf.gather(self.problems, which),
                                    tf.where(has_found, value, "")])
         return [tf.debugging.Assert(tf.reduce_all(passed), [message], summarize=1)]
@@ -6145,7 +6157,7 @@ def _check_range(f: _Feature, values, checks: _Checks):
         fits = tf.logical_and(least >= np.int64(low), greatest <= np.int64(high))
         found = tf.where(greatest > np.int64(high), greatest, least)
     checks.add(tf.fill([rows], fits), f, f"a value does not fit {f.dtype.name} ({low} to {high})",
-               found=tf.fill([rows], found))
+               found=tf.fill([rows], found), per_record=False)
 
 
 def _values_and_rows(values) -> tuple:
@@ -6165,7 +6177,7 @@ def _check_exact(f: _Feature, values, checks: _Checks):
     # kernels flush subnormals to 0 when they compare floats (1e-40 == 0.0)
     exact = tf.reduce_all(tf.logical_or(same, tf.math.is_nan(flat)))
     checks.add(tf.fill([rows], exact), f, f"a value is not exactly a {f.dtype.name} (it would "
-               "load rounded)")
+               "load rounded)", per_record=False)
 
 
 def _raw_size(f: _Feature) -> int:

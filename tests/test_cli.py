@@ -507,8 +507,8 @@ def test_verify_names_the_record_and_feature_that_do_not_match_the_header(saved,
     result = run("verify", str(saved), "--header", str(edited))
 
     # The uint8 image is raw: its byte count is checked per block of records, which names the
-    # file and the feature (naming the record too would cost ops on every iterator made).
-    assert_fails_naming(result, f"{shard(saved, 0)}: feature 'image'")
+    # file, the first record that fails (each does here) and the feature.
+    assert_fails_naming(result, f"{shard(saved, 0)}: record 0: feature 'image'")
     assert "expected 4608 bytes of uint8 per record, found 6912" in error_lines(result)[0]
 
 

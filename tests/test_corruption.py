@@ -412,20 +412,22 @@ def edit_examples(tfrecord_path, header_path, edits: dict, kind: str = "int64_li
     edit_header(header_path, lambda h: h["shards"][0].update(num_bytes=size))
 
 
-def assert_check_fails(tfrecord_path, header_path, feature: str, problem: str):
+def assert_check_fails(tfrecord_path, header_path, record: int, feature: str, problem: str):
     """Iterating raises TensorFlow's error, verify a one-line message; both name the file, the
-    feature and the problem."""
+    record (its place in the file), the feature and the problem."""
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         iterate(tfrecord_path, header_path)
-    assert f"{tfrecord_path}: feature \\'{feature}\\': {problem}" in info.value.message
+    assert (f"{tfrecord_path}: record {record}: feature \\'{feature}\\': {problem}"
+            in info.value.message)
     with pytest.raises(CorruptDataError) as info:
         verify(tfrecord_path, header_path)
-    assert str(info.value) == f"{tfrecord_path}: feature '{feature}': {problem}"
+    assert str(info.value) == f"{tfrecord_path}: record {record}: feature '{feature}': {problem}"
 
 
 def test_a_record_that_fails_a_check_in_a_later_block(paths):
-    """Checks made on a whole block of records name the file and the feature, and quote the
-    failing value; a later block is checked as the first."""
+    """Checks made on a whole block of records name the file, the first failing record (its
+    place in the file, not in the block) and the feature, and quote the failing value; a
+    later block is checked as the first."""
     tfrecord_path, header_path = paths
     lengths = [i % 3 for i in range(NUM)]
     save(tf.data.Dataset.from_generator(
@@ -433,8 +435,25 @@ def test_a_record_that_fails_a_check_in_a_later_block(paths):
         output_signature={"v": tf.TensorSpec([None], tf.float64)}), tfrecord_path, header_path)
     # in the second block (1024 records a block); each holds one value
     edit_examples(tfrecord_path, header_path, {1030: {"v#shape": [2]}, 1033: {"v#shape": [2]}})
-    assert_check_fails(tfrecord_path, header_path, "v",
+    assert_check_fails(tfrecord_path, header_path, 1030, "v",
                        "the number of values does not match the stored shape, found 1")
+
+
+@pytest.mark.parametrize("bad", [0, 3, 4])
+def test_a_failing_record_is_named_beside_checks_of_the_whole_block(paths, bad):
+    """verify checks an int32's range for the block as a whole (`_check_range`), which names
+    no record; beside it, a record that fails a check of its own is still named, from the
+    first of the block to the last."""
+    tfrecord_path, header_path = paths
+    save(tf.data.Dataset.from_generator(
+        lambda: ({"a": np.full(i % 2 + 1, 0.5), "i": np.array([i, -i], np.int32)}
+                 for i in range(5)),
+        output_signature={"a": tf.TensorSpec([None], tf.float64),
+                          "i": tf.TensorSpec([2], tf.int32)}), tfrecord_path, header_path)
+    assert read_header(header_path)["features"]["i"]["encoding"] == "int64"
+    edit_examples(tfrecord_path, header_path, {bad: {"a#shape": [3]}})
+    assert_check_fails(tfrecord_path, header_path, bad, "a",
+                       f"the number of values does not match the stored shape, found {bad % 2 + 1}")
 
 
 @pytest.mark.parametrize("spec_shape, stored", [
@@ -453,7 +472,7 @@ def test_a_stored_shape_whose_product_wraps(paths, spec_shape, stored):
                                                                              tf.float64)}),
          tfrecord_path, header_path)
     edit_examples(tfrecord_path, header_path, {1: {"v#shape": stored}})
-    assert_check_fails(tfrecord_path, header_path, "v",
+    assert_check_fails(tfrecord_path, header_path, 1, "v",
                        f"the number of values does not match the stored shape, found {values}")
 
 
@@ -487,7 +506,7 @@ def test_ragged_row_lengths_that_do_not_add_up(paths, name):
         [[[[1, 2], [3]]], [[[4]]], [[[5, 6], [7]], [[8]]]], tf.int64)}), tfrecord_path, header_path)
     key, lengths, problem = RAGGED_EDITS[name]
     edit_examples(tfrecord_path, header_path, {0: key if lengths is None else {key: lengths}})
-    assert_check_fails(tfrecord_path, header_path, "r", problem)
+    assert_check_fails(tfrecord_path, header_path, 0, "r", problem)
 
 
 @pytest.mark.parametrize("dim", [2, 3])
@@ -503,9 +522,10 @@ def test_ragged_rows_that_do_not_have_the_headers_known_length(paths, dim):
     assert "shape: [null, null]" in text
     with open(header_path, "w") as f:
         f.write(text.replace("shape: [null, null]", f"shape: [null, {dim}]"))
-    assert_check_fails(tfrecord_path, header_path, "r",
+    # found: the number of rows of other lengths in the first failing record, record 0
+    assert_check_fails(tfrecord_path, header_path, 0, "r",
                        f"the header gives dim 1 as {dim}, but rows of other lengths are stored, "
-                       "found 2")
+                       f"found {4 - dim}")
 
 
 def test_a_zero_size_component_over_records_that_hold_values(paths):
@@ -521,7 +541,7 @@ def test_a_zero_size_component_over_records_that_hold_values(paths):
     with open(header_path, "w") as f:
         yaml.safe_dump(header, f)
     problem = "expected 0 bytes of float64 per record, found 8"
-    assert_check_fails(tfrecord_path, header_path, "z", problem)
+    assert_check_fails(tfrecord_path, header_path, 0, "z", problem)
     with pytest.raises(tf.errors.InvalidArgumentError, match=problem):
         iterate(tfrecord_path, header_path, batch_size=2)
 
@@ -683,7 +703,7 @@ def test_raw_bytes_of_the_wrong_count_fail_also_as_bytes(paths, kind, original_d
     edit_examples(tfrecord_path, header_path, {2: {"u": [stored]}}, "bytes_list")
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         iterate(tfrecord_path, header_path, original_dtypes=original_dtypes)
-    assert f"{tfrecord_path}: feature \\'u\\': {problem}" in info.value.message
+    assert f"{tfrecord_path}: record 2: feature \\'u\\': {problem}" in info.value.message
 
 
 @pytest.mark.parametrize("shape, stored", [([], [b"x", b"y"]), ([2], [b"x"] * 3)])
@@ -765,7 +785,7 @@ def test_of_several_failing_checks_the_first_feature_is_named(paths):
                                             output_signature=tf.TensorSpec([None], tf.float64))
     save(tf.data.Dataset.zip({"a": source, "b": source}), tfrecord_path, header_path)
     edit_examples(tfrecord_path, header_path, {2: {"a#shape": [9], "b#shape": [8]}})
-    assert_check_fails(tfrecord_path, header_path, "a",
+    assert_check_fails(tfrecord_path, header_path, 2, "a",
                        "the number of values does not match the stored shape, found 3")
 
 

@@ -342,10 +342,10 @@ def test_records_that_do_not_fit_are_corrupt(indices, shape, problem, paths):
                                   "tensor#shape": shape}])
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         list(super_serial.load(*paths))
-    for word in [paths[0], "feature \\'tensor\\'", problem]:  # TensorFlow escapes quotes
+    for word in [paths[0], "record 1: feature \\'tensor\\'", problem]:  # quotes escaped
         assert word in info.value.message, f"{word!r} not in {info.value.message!r}"
     with pytest.raises(CorruptDataError, match=(
-            f"^{re.escape(paths[0])}: feature 'tensor': {re.escape(problem)}$")):
+            f"^{re.escape(paths[0])}: record 1: feature 'tensor': {re.escape(problem)}$")):
         super_serial.verify(*paths)
     _write_records(paths, [good, good])  # records that fit load
     assert len(list(super_serial.load(*paths))) == 2
