@@ -14,12 +14,9 @@ from conftest import GOLDEN, assert_same_elements, golden_module
 
 import super_serial
 
-TESTS = Path(__file__).resolve().parent
-
-
 # Copied from ../shared/golden/original-module (files the original module wrote), so that
 # a clone anywhere runs the suite
-ORIGINAL = TESTS / "golden" / "original-module"
+ORIGINAL = GOLDEN / "original-module"
 
 # --------------------------------------------------------------------------------------------
 # (a) Files written by the original super serial 2.0 module
