@@ -476,8 +476,7 @@ def _fspath(path, name: str) -> str:
     else:  # str.__str__, not str(): to str(), a str Enum's member is "Paths.TRAIN"
         text = _utf8_text(str.__str__(path))
     if text is None:
-        raise ValueError(f"{path!r}: paths must be valid UTF-8, as TensorFlow's file functions "
-                         "take them")
+        raise ValueError(f"{path!r}: {_NOT_UTF8}")
     if "\0" in text:
         raise ValueError(f"{path!r}: a path cannot hold a NUL character (\\x00), where "
                          "TensorFlow's file functions would cut it short")
@@ -492,6 +491,9 @@ def _fspath(path, name: str) -> str:
             raise FileNotFoundError(errno.ENOENT, f"{name} is relative, but the working folder "
                                     "was deleted: it names no file", text) from None
     return text
+
+
+_NOT_UTF8 = "paths must be valid UTF-8, as TensorFlow's file functions take them"
 
 
 def _utf8_text(text: str) -> str | None:
@@ -5124,9 +5126,8 @@ def _load(tfrecord_path, header_path, original_dtypes=True, batch_size=None,
         paths = [os.path.abspath(p) if "://" not in p else p for p in paths]
     texts = [_utf8_text(p) for p in paths]  # a working folder's name in another locale
     if None in texts:
-        raise ValueError(f"{paths[texts.index(None)]!r}: paths must be valid UTF-8, as "
-                         "TensorFlow's file functions take them (a relative path takes the "
-                         "working folder's name)")
+        raise ValueError(f"{paths[texts.index(None)]!r}: {_NOT_UTF8} (a relative path takes "
+                         "the working folder's name)")
     paths = tf.constant(texts)
     counts = tf.constant([s.num_records for s in header.shards], tf.int64)
     if reading.shuffle_files:  # built afresh: each load draws its own seeds, as Dataset ops do

@@ -2630,6 +2630,20 @@ def test_paths_that_are_not_utf8_are_named(bad, call, tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
+def test_a_relative_path_in_a_folder_not_named_in_utf8_is_named(tmp_path, monkeypatch):
+    """load's dataset reads a relative path's files from where it was loaded: the working
+    folder's name goes into the path, and one that is not UTF-8 (its bytes as surrogates, as
+    Python decodes such names) is refused, naming the path and why."""
+    super_serial.save(tf.data.Dataset.range(3), str(tmp_path / "saved" / "x.tfrecord"))
+    folder = tmp_path / os.fsdecode(b"d\xff")
+    (tmp_path / "saved").rename(folder)
+    monkeypatch.chdir(folder)
+    with pytest.raises(ValueError, match=re.escape(repr(str(folder / "x.tfrecord"))) + (
+            ": paths must be valid UTF-8, as TensorFlow's file functions take them \\(a "
+            "relative path takes the working folder's name\\)$")):
+        super_serial.load("x.tfrecord")
+
+
 @pytest.mark.parametrize("call", ["save", "save header", "load", "load header", "verify",
                                   "read_header", "merge"])
 def test_paths_that_hold_a_nul_are_refused(call, tmp_path):
