@@ -634,6 +634,20 @@ def test_verify_finds_float_values_that_are_not_the_dtype(paths, dtype, bad):
         verify(tfrecord_path, header_path)
 
 
+def test_verify_passes_every_nan_of_a_float_list_read_as_float16(paths):
+    """NaNs (any sign or payload) of a FloatList that a header gives as float16 load as NaNs:
+    verify's exactness check leaves them be, as `_check_exact` says."""
+    bits = np.array([0x7E00, 0xFE00, 0x7C01, 0x7E01, 0x7FFF, 0xFC01], np.uint16)
+    values = bits.view(np.float16).astype(np.float32).reshape(3, 2)
+    values[2, 1] = np.array(0x7FC00001, np.uint32).view(np.float32)  # a float32 NaN payload
+    save(tf.data.Dataset.from_tensor_slices({"x": values}), *paths)
+    edit_header(paths[1], lambda h: h["features"]["x"].update(
+        dtype="float16", dtype_enum=tf.float16.as_datatype_enum))
+    assert verify(*paths)["num_records"] == 3
+    loaded = np.stack([e["x"].numpy() for e in load(*paths)])
+    assert loaded.dtype == np.float16 and np.isnan(loaded).all()
+
+
 # 16-bit ints are raw since format version 3; version 2 stored them as int64, as it stored
 # 32-bit ones: saved as those, then their header says what version 2 wrote
 _INT64_ENCODED = {tf.int16: tf.int32, tf.uint16: tf.uint32}
@@ -671,6 +685,18 @@ def test_verify_finds_int64_values_that_do_not_fit_the_dtype(paths, name):
     assert str(info.value) == f"{tfrecord_path}: feature 'v': a value does not fit {problem}"
     loaded = list(load(tfrecord_path, header_path).skip(1050).take(1).as_numpy_iterator())
     assert loaded[0]["v"].tolist() == tf.cast([0, bad], dtype).numpy().tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_verify_accepts_the_extremes_of_int64_list_dtypes(paths, dtype):
+    """verify's range check of values stored in an Int64List is inclusive at both ends: a
+    dtype's least and greatest value fit it."""
+    info = np.iinfo(dtype)
+    values = np.array([[info.min, info.max], [0, 1]], dtype)
+    dataset = tf.data.Dataset.from_tensor_slices({"v": values})
+    save(dataset, *paths)
+    assert verify(*paths)["num_records"] == 2
+    np.testing.assert_array_equal(np.stack([e["v"].numpy() for e in load(*paths)]), values)
 
 
 def test_int64_values_are_not_range_checked_as_raw_lists(paths):

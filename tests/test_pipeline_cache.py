@@ -421,3 +421,16 @@ def test_deterministic_false_lets_reads_and_blocks_come_in_any_order(layout, det
     else:
         assert interleave.op == "ParallelInterleaveDatasetV4"
         assert interleave.attr["deterministic"].s == said
+
+
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_loads_of_one_schema_compressed_and_not_in_one_process(tmp_path, compression):
+    """Pipelines are shared by loads of one schema; a compressed save and an uncompressed one
+    of the same data each read as saved (helper-117: a cache that left compression out of its
+    key passed every test)."""
+    dataset = tf.data.Dataset.from_tensor_slices({"x": np.arange(12, dtype=np.float32)})
+    plain, packed = str(tmp_path / "plain.tfrecord"), str(tmp_path / "packed.tfrecord")
+    super_serial.save(dataset, plain)
+    super_serial.save(dataset, packed, compression=compression)
+    for path in (plain, packed, plain):
+        assert [float(e["x"]) for e in super_serial.load(path)] == list(range(12))

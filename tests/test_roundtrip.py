@@ -3331,3 +3331,21 @@ def test_a_structure_nested_too_deeply_for_the_header(tmp_path):
                                           r"element structure nests 400 levels deep"):
         super_serial.save(dataset, str(tmp_path / "deep.tfrecord"))
     _nothing_written(tmp_path)
+
+
+def test_original_dtypes_false_zero_size_int64_list_components_are_int64(paths):
+    """Zero-size components are made again for each element: with original_dtypes=False
+    in the dtype they are stored as (int32 and bool as Int64Lists: int64), as the spec says."""
+    dataset = tf.data.Dataset.from_tensor_slices({
+        "i": np.zeros([3, 0], np.int32), "b": np.zeros([3, 2, 0], bool),
+        "n": np.arange(3, dtype=np.int32)})
+    loaded = roundtrip(dataset, paths, original_dtypes=False)
+    assert loaded.element_spec == {"i": tf.TensorSpec([0], tf.int64),
+                                   "b": tf.TensorSpec([2, 0], tf.int64),
+                                   "n": tf.TensorSpec([], tf.int64)}
+    for element in loaded:
+        assert element["i"].dtype == tf.int64 and element["i"].shape == (0,)
+        assert element["b"].dtype == tf.int64 and element["b"].shape == (2, 0)
+    tfrecord, header = paths
+    batched = super_serial.load(tfrecord, header, original_dtypes=False, batch_size=2)
+    assert [b["b"].dtype for b in batched] == [tf.int64, tf.int64]

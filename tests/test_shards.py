@@ -419,6 +419,25 @@ def test_shuffle_files(paths, small_blocks):
     assert any(order != list(range(NUM_ELEMENTS)) for order in orders), "files were not shuffled"
 
 
+def test_shuffle_files_reads_the_files_in_a_new_order_each_epoch(paths):
+    """load's docstring: "a new one each epoch", for one seed too: epochs of one loaded
+    dataset (each iterator, and each pass of `.repeat()`) do not all read the files in the same
+    order (helper-117: a shuffle that kept its order passed every test)."""
+    tfrecord_path, _ = paths
+    header = save(tf.data.Dataset.range(40), tfrecord_path, num_shards=4)
+    assert header["block_records"] == 10  # file i holds 10 * i ... 10 * i + 9
+    loaded = load(tfrecord_path, shuffle_files=True, seed=3)
+
+    def first_of_each_file(values):  # the order the files were read in
+        return tuple(v // 10 for v in values[::10])
+
+    epochs = {first_of_each_file([int(x) for x in loaded]) for _ in range(6)}
+    assert len(epochs) > 1, epochs
+    repeated = [int(x) for x in loaded.repeat(6)]
+    assert sorted(repeated) == sorted(list(range(40)) * 6)
+    assert len({first_of_each_file(repeated[i:i + 40]) for i in range(0, 240, 40)}) > 1
+
+
 def test_the_seed_is_combined_with_the_global_seed(paths, small_blocks):
     """As the README says, and as Dataset.shuffle's seed is: the same seed gives the same order
     under the same global seed (or none), and other orders under another."""
