@@ -49,6 +49,22 @@ def main(argv: list[str] | None = None) -> int:
         _output_failed(e.strerror or str(e))
         raise SystemExit(1) from None
     stdout = sys.stdout
+    # The errors handler _run sets, given back for main() run in-process (a test, a
+    # notebook): the caller's own prints into an ASCII stdout were escaped, not refused,
+    # from then on (helper-118). After the flush: setting it flushes again.
+    errors = getattr(stdout, "errors", None) if hasattr(stdout, "reconfigure") else None
+    try:
+        return _run(args, stdout)
+    finally:
+        if errors is not None and stdout.errors != errors:
+            try:
+                stdout.reconfigure(errors=errors)
+            except (OSError, ValueError):  # output that failed, a stream closed meanwhile
+                pass
+
+
+def _run(args, stdout) -> int:
+    """Runs the command parsed into `args`; its exit status, stdout flushed."""
     try:
         # What stdout cannot encode (a feature named 日本 into an ASCII or cp1252 stdout) as
         # \u65e5\u672c, as stderr writes it: a UnicodeEncodeError stopped the output half-way,
@@ -443,11 +459,20 @@ def _inspect_text(info: dict) -> str:
 
 def _width(text: str) -> int:
     """The columns `text` takes in a terminal: two for East Asian wide and fullwidth
-    characters (日本語), none for combining marks, one for the rest."""
+    characters (日本語), none for marks that stand on another character (by their category:
+    Thai's vowel above in ชื่อ and Devanagari's vowel below in कुल have no combining class, and
+    took a column each), format characters and a Hangul syllable's conjoining vowels and
+    final consonants, one for the rest."""
     if text.isascii():
         return len(text)
-    return sum(0 if unicodedata.combining(c) else
+    return sum(0 if unicodedata.category(c) in ("Mn", "Me", "Cf") or _jamo_after_first(c) else
                2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _jamo_after_first(c: str) -> bool:
+    """A Hangul jamo vowel or final consonant, which joins the initial consonant before it
+    into one syllable (가 as U+1100 U+1161), as terminals show it."""
+    return "\u1160" <= c <= "\u11ff" or "\ud7b0" <= c <= "\ud7ff"
 
 
 def _pad(text: str, width: int, right: bool = False) -> str:
@@ -644,8 +669,12 @@ def _array_text(array, prefix: str = "") -> str:
         return _bytes_text(array.item())
     edge = 1 if array.ndim >= 3 else 3
     # Floats as their shortest exact text: NumPy's 8 digits showed two float64 timestamps
-    # 0.333 s apart as the same 1.7335e+09
-    with np.printoptions(threshold=16, edgeitems=edge, linewidth=88, floatmode="unique"):
+    # 0.333 s apart as the same 1.7335e+09. Every option NumPy's text depends on is set:
+    # main() run in a process whose NumPy prints otherwise (suppress=True: 1e-300 as 300
+    # zeros; sign="+"; legacy="1.13") printed so too (helper-118).
+    with np.printoptions(precision=8, threshold=16, edgeitems=edge, linewidth=88,
+                         suppress=False, nanstr="nan", infstr="inf", sign="-",
+                         floatmode="unique", legacy=False):
         return np.array2string(array, separator=" ", formatter={"object": _bytes_text},
                                prefix=prefix)
 

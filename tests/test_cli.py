@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import io
 import json
 import os
 import re
@@ -771,6 +772,21 @@ def test_what_stdout_cannot_encode_is_written_escaped(tmp_path, command, line):
     assert line in result.stdout.decode("ascii").splitlines()
 
 
+def test_main_gives_stdout_back_as_it_was(tmp_path, monkeypatch):
+    """main() set stdout's errors handler to backslashreplace and left it so: run in-process,
+    the caller's own print("日本") into an ASCII stdout wrote \\u65e5\\u672c from then on
+    (helper-118)."""
+    path = str(tmp_path / "日本.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({"日本": 1}), path)
+    for argv, status in ((["inspect", path], 0), (["inspect", path + "x"], 1)):
+        stdout = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")
+        monkeypatch.setattr(sys, "stdout", stdout)
+        assert cli.main(argv) == status
+        assert sys.stdout is stdout and stdout.errors == "strict"
+        if status == 0:  # escaped while main() ran
+            assert "\\u65e5\\u672c" in stdout.buffer.getvalue().decode()
+
+
 def test_a_utf8_path_is_taken_in_an_ascii_locale(tmp_path):
     """Python decodes the arguments with the locale's encoding: in an ASCII one (LC_ALL=C
     without UTF-8 mode), a UTF-8 name came as surrogates, and was refused as "not valid
@@ -975,6 +991,23 @@ def test_wide_characters_keep_the_columns_aligned(tmp_path, capsys):
     assert len(columns(capsys.readouterr().out, r"int32  \d$")) == 1
 
 
+def test_marks_with_no_combining_class_take_no_column(tmp_path, capsys):
+    """A nonspacing mark was counted as a column unless it had a combining class: Thai's ชื่อ
+    ("name"; its vowel above has none) and Devanagari's कुल put the columns after them one to
+    the left (helper-118)."""
+    keys = ["ab", "ชื่อ", "कुल", "x\u20ddy", "\u1100\u1161"]  # an enclosing mark; jamo of 가
+    assert [cli._width(k) for k in keys] == [2, 2, 2, 2, 2]
+    path = str(tmp_path / "marks.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({k: i for i, k in enumerate(keys)}), path)
+    assert cli.main(["inspect", path]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if " int64 " in line]
+    assert {cli._width(line[:line.index("int32")]) for line in lines} == {len("feature  ")}
+    assert cli.main(["head", path]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "int32" in line]
+    assert len(lines) == len(keys)
+    assert {cli._width(line[:line.index("int32")]) for line in lines} == {len("  ab  ")}
+
+
 def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys):
     """Its header has no layout or block size; `inspect` showed load's defaults as if it had
     ("layout sequential, 256 records per block")."""
@@ -1024,6 +1057,24 @@ def test_head_shows_floats_in_full(tmp_path, capsys):
     assert "[1.733500000123e+09 1.733500000456e+09]" in out
     assert re.search(r"^  b +float64 +1\.0000000000000002$", out, re.M), out
     assert re.search(r"^  h +float32 +0\.33333334$", out, re.M), out
+
+
+def test_head_prints_as_it_does_whatever_numpy_print_options_the_process_has(
+        tmp_path, capsys):
+    """main() run in a process with other NumPy print options (a notebook's suppress=True)
+    printed by them: 1e-300 as a line of 300 zeros, every value with a "+" (helper-118)."""
+    path = str(tmp_path / "floats.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({
+        "v": np.array([1e-300, 0.5, np.nan]), "s": np.float64(1e-7),
+        "m": np.array([[1e-5, 1.0], [2.5, -np.inf]], np.float32)}), path)
+    assert cli.main(["head", path]) == 0
+    expected = capsys.readouterr().out
+    assert "[1.e-300 5.e-001     nan]" in expected, expected
+    for options in [{"suppress": True}, {"sign": "+"}, {"legacy": "1.13"},
+                    {"precision": 2, "floatmode": "fixed", "nanstr": "NaN", "infstr": "Inf"}]:
+        with np.printoptions(**options):
+            assert cli.main(["head", path]) == 0
+        assert capsys.readouterr().out == expected, options
 
 
 def test_head_aligns_the_wrapped_values_of_a_sparse_component(tmp_path, capsys):
