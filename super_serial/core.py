@@ -914,6 +914,12 @@ def _misnamed(tfrecord_path: str | None, header_path: str) -> str:
     for path, what in meant:
         if tf.io.gfile.exists(default_header_path(path)):
             return f"; {tfrecord_path} is {what}: give the records' path, {path}"
+    # The original module's own example named them X.tfrecord and X.header (helper-118)
+    stem = tfrecord_path[:-len(".tfrecord")] if tfrecord_path.endswith(".tfrecord") else None
+    for path in ([stem + ".header"] if stem else []) + [tfrecord_path + ".header"]:
+        if not tf.io.gfile.isdir(path) and tf.io.gfile.exists(path):
+            return (f"; {path} is there, as the original super_serial module named headers: "
+                    "give it as the header path (header_path, or --header)")
     return ""
 
 

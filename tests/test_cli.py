@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import GOLDEN
 
 import super_serial
 from super_serial import cli
@@ -1011,7 +1012,7 @@ def test_marks_with_no_combining_class_take_no_column(tmp_path, capsys):
 def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys):
     """Its header has no layout or block size; `inspect` showed load's defaults as if it had
     ("layout sequential, 256 records per block")."""
-    golden = Path(__file__).resolve().parent / "golden" / "original-module"
+    golden = GOLDEN / "original-module"
     assert cli.main(["inspect", str(golden / "images.tfrecord"),
                      "--header", str(golden / "images.header")]) == 0
     out = capsys.readouterr().out
@@ -1026,6 +1027,22 @@ def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys)
     assert info["version"] == 0 and info["num_records"] is None and info["num_bytes"] is None
     assert info["shards"] == [{"file": "images.tfrecord", "num_records": None,
                                "num_bytes": None}]
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "head"])
+def test_the_original_modules_header_beside_the_records_is_hinted(command, tmp_path, capsys):
+    """The original module's files are X.tfrecord and X.header (its own example names them
+    so): `inspect X.tfrecord` said only that X.tfrecord.header.yaml was not found
+    (helper-118)."""
+    golden = GOLDEN / "original-module"
+    for name in ("images.tfrecord", "images.header"):
+        shutil.copy(golden / name, tmp_path / name)
+    assert cli.main([command, str(tmp_path / "images.tfrecord")]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"super-serial: error: {tmp_path / 'images.tfrecord.header.yaml'}: header "
+                   f"file not found; {tmp_path / 'images.header'} is there, as the original "
+                   "super_serial module named headers: give it as the header path "
+                   "(header_path, or --header)\n"), err
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "head"])
