@@ -96,6 +96,26 @@ class CountingWriter:
         self.inner.close()
 
 
+class FailingWriter:
+    """Wraps the record writer save uses; every write fails as on a full disk, after `delay`
+    seconds, setting the event `failed` (if given) as it does."""
+
+    def __init__(self, inner, path, *, delay=0.0, failed=None):
+        self.inner, self.path, self.delay, self.failed = inner, path, delay, failed
+
+    def prepare(self, records, sizes):
+        return self.inner.prepare(records, sizes)
+
+    def write(self, prepared):
+        time.sleep(self.delay)
+        if self.failed is not None:
+            self.failed.set()
+        raise OSError(28, "No space left on device (simulated)", self.path)
+
+    def close(self):
+        self.inner.close()
+
+
 REAL_WRITER = core._record_writer
 
 
@@ -288,6 +308,47 @@ def test_a_failing_write_names_the_save_and_its_temporary(good_pair, counting_wr
     assert caught.value.strerror == (f"{tfrecord_path}: nothing was saved: "
                                      "No space left on device (simulated)")
     assert TEMP_NAME.match(Path(caught.value.filename).name)
+    assert_previous_pair_intact(good_pair)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_shards": 2}, {"shard_size": 4000}])
+def test_a_write_that_fails_after_the_last_batch_was_queued_fails_the_save(good_pair, monkeypatch,
+                                                                            kwargs):
+    """The writer threads' last error is raised once they have stopped, not before: a slow
+    last write that fails (a full disk on a slow device) was committed as if written, its
+    header listing records its file does not hold, and the previous pair gone (M25: commit's
+    _raise_pending before _stop_threads)."""
+    tfrecord_path, header_path, _, _ = good_pair
+    monkeypatch.setattr(core, "_record_writer", lambda path, compression: FailingWriter(
+        REAL_WRITER(path, compression), path, delay=0.5))  # still writing at the commit
+    with pytest.raises(OSError, match="No space left on device"):
+        save(wide(40, offset=2.0), tfrecord_path, header_path, **kwargs)
+    assert_previous_pair_intact(good_pair)
+
+
+def test_a_write_error_raised_while_batches_are_still_coming_names_the_save(good_pair,
+                                                                             monkeypatch):
+    """A writer thread's error met by the next batch's write (not by the commit) names the
+    save too: "<path>: nothing was saved: ..." (M54: only errors met while committing got
+    those words; the message then named only a hidden temporary)."""
+    tfrecord_path, header_path, _, _ = good_pair
+    failed = threading.Event()
+
+    def generate():  # the second batch only once the first one's write has failed
+        for i in range(40):
+            if i == 10:
+                failed.wait(10)
+            yield {"id": np.int64(i), "x": np.full(8, i, np.float32)}
+
+    signature = {"id": tf.TensorSpec([], tf.int64), "x": tf.TensorSpec([8], tf.float32)}
+    monkeypatch.setattr(core, "_record_writer", lambda path, compression: FailingWriter(
+        REAL_WRITER(path, compression), path, failed=failed))
+    with pytest.raises(OSError) as caught:
+        save(tf.data.Dataset.from_generator(generate, output_signature=signature),
+             tfrecord_path, header_path, elements_per_batch=10)
+    assert caught.value.errno == 28
+    assert caught.value.strerror == (f"{tfrecord_path}: nothing was saved: "
+                                     "No space left on device (simulated)")
     assert_previous_pair_intact(good_pair)
 
 
@@ -1406,6 +1467,45 @@ def test_abort_stops_writer_threads_that_missed_a_wake_up(tmp_path):
     assert temporaries(tmp_path) == []
 
 
+def test_abort_writes_none_of_the_batches_still_queued(tmp_path, monkeypatch):
+    """A failed save's abort stops its writer threads without writing what is still queued
+    (up to two batches, 32 MiB, a thread) into files it removes anyway (M66: abort without
+    `_aborted` wrote them all first)."""
+    release, writes = threading.Event(), []
+
+    class Blocking:
+        def __init__(self, path, compression):
+            pass
+
+        def prepare(self, records, sizes):
+            return records
+
+        def write(self, prepared):
+            writes.append(len(prepared))
+            release.wait(10)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(core, "_record_writer", Blocking)
+    files = core._RecordFiles(str(tmp_path / "data.tfrecord"), 1, None, None, 8)
+    sizes = np.array([1], np.int64)
+    files.write([b"a"], sizes, 0)  # taken by the thread, which blocks in its write
+    while not writes:
+        time.sleep(0.01)
+    files.write([b"b"], sizes, 1)
+    files.write([b"c"], sizes, 2)  # two queued
+    aborting = threading.Thread(target=files.abort, daemon=True)
+    aborting.start()
+    deadline = time.monotonic() + 10
+    while not files._aborted and time.monotonic() < deadline:  # abort has begun
+        time.sleep(0.01)
+    release.set()
+    aborting.join(10)
+    assert not aborting.is_alive()
+    assert writes == [1], writes
+
+
 def started(function, *args, **kwargs) -> tuple[threading.Thread, list]:
     """`function(*args, **kwargs)` running in a new thread, and the list that will hold its
     exception if it raises one. A daemon: a thread that hangs fails its test, not the run."""
@@ -1683,6 +1783,24 @@ def test_old_shards_a_killed_save_left_are_removed_by_the_next_save(tmp_path, wh
         "data.tfrecord-00000-of-00002", "data.tfrecord-00001-of-00002",
         "data.tfrecord.header.yaml"]
     assert_same_elements(wide(4, offset=1.0), load(tfrecord_path))
+
+
+def test_a_killed_saves_old_header_removes_none_of_the_files_the_next_save_wrote(tmp_path):
+    """A killed save's old header, moved aside, lists record files that the next save may
+    write again under the same names and sizes (the same dataset saved again): those are the
+    new save's and stay (M46: without `- set(names)` the new save deleted its own shards,
+    leaving a header whose files are gone)."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    save(wide(30), tfrecord_path, num_shards=3)
+    # What a save killed after moving the old header aside leaves: its claim, no process
+    # holding it, and the old header under its hidden name
+    Path(core._temp_name(tfrecord_path, DEAD, ".claim")).write_bytes(b"")
+    header_path = tfrecord_path + ".header.yaml"
+    os.rename(header_path, core._temp_name(header_path, DEAD, ".old"))
+    save(wide(30), tfrecord_path, num_shards=3)
+    assert sorted(os.listdir(tmp_path)) == [
+        f"data.tfrecord-0000{i}-of-00003" for i in range(3)] + ["data.tfrecord.header.yaml"]
+    assert_same_elements(wide(30), load(tfrecord_path))
 
 
 DEAD = "0123456789ab"  # the token of a save that was killed, in its temporaries' names
