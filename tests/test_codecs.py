@@ -495,6 +495,39 @@ def test_encode_records_matches_protobuf(sliced, data, n):
         assert tf.train.Example.FromString(record) == _slow_example(features, element)
 
 
+@pytest.mark.parametrize("sizes", [[128], [128, 5, 127], [128, 128], [127, 129], [16_384, 3]])
+def test_lengths_of_exactly_128_take_two_varint_bytes(sizes):
+    """`_varint_col`: lengths up to 127 are a byte each; a length of 128 (a string of 128
+    bytes, a list message of 128) takes 2 bytes, 80 01, even where it is the largest."""
+    col = core._varint_col(np.array(sizes, np.int64))
+    rows = core._cut(col.data.tobytes() if not col.fixed else col.data.reshape(-1).tobytes(),
+                     col.row_lengths(len(sizes)))
+    expected = [tf.train.Int64List(value=[n]).SerializeToString()[2:] for n in sizes]
+    assert [bytes(r) for r in rows] == expected
+
+
+
+@pytest.mark.parametrize("length", [126, 127, 128, 129])
+def test_strings_of_128_bytes_are_the_bytes_protobuf_writes(length):
+    """One string a row of 128 bytes (none longer): its BytesList entry's length is 80 01.
+    Also a list of them, and a float list whose message is 128 bytes."""
+    strings = [b"s" * length, b"t" * (length - 1), b""]
+    floats = np.arange(3 * (length // 4), dtype=np.float32).reshape(3, -1)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {"one": strings, "two": [[s, s] for s in strings], "f": floats})
+    features = core._schema_from_spec(dataset.element_spec)[0]
+    leaves = next(iter(core._batches_for_encoding(dataset, features, 3)))
+    records, sizes = core._encode_records(features, leaves, 3)
+    for i, (record, size) in enumerate(zip(records, sizes.tolist())):
+        expected = tf.train.Example(features=tf.train.Features(feature={
+            "one": tf.train.Feature(bytes_list=tf.train.BytesList(value=[strings[i]])),
+            "two": tf.train.Feature(bytes_list=tf.train.BytesList(value=[strings[i]] * 2)),
+            "f": tf.train.Feature(float_list=tf.train.FloatList(value=floats[i].tolist())),
+        }))
+        assert core._joined(record) == expected.SerializeToString(deterministic=True)
+        assert size == len(core._joined(record))
+
+
 @pytest.mark.parametrize("lists", [1, 3, 10])
 def test_lists_of_a_few_dozen_values_are_sliced_where_they_make_much_of_a_record(
         tmp_path, monkeypatch, lists):
@@ -795,6 +828,29 @@ def test_lists_of_long_strings_are_the_bytes_of_joined_ones(data):
     if sum(map(len, strings)) >= strings.size > 0 and (splits is not None
                                                        or strings.size != rows):
         assert [type(p) for p in pieces] == [core._StringLists]
+
+
+def test_a_list_of_long_strings_before_one_long_string_a_row_is_laid_out(tmp_path):
+    """Keys in order: a list of long strings (`_StringLists`, a tuple of pieces a row), then
+    one long string a row (`_Strings`). Each record is laid out flat, the bytes protobuf
+    writes, and the pair round-trips."""
+    lists = [[b"a" * 300, b"b" * 200], [b"c" * 150, b"d" * 400]]
+    ones = [b"e" * 500, b"f" * 129]
+    dataset = tf.data.Dataset.from_tensor_slices({"a_lists": lists, "b_one": ones})
+    features = core._schema_from_spec(dataset.element_spec)[0]
+    leaves = next(iter(core._batches_for_encoding(dataset, features, 2)))
+    records, sizes = core._encode_records(features, leaves, 2)
+    for i, record in enumerate(records):
+        assert all(type(part) is not tuple for part in record)
+        expected = tf.train.Example(features=tf.train.Features(feature={
+            "a_lists": tf.train.Feature(bytes_list=tf.train.BytesList(value=lists[i])),
+            "b_one": tf.train.Feature(bytes_list=tf.train.BytesList(value=[ones[i]]))}))
+        assert core._joined(record) == expected.SerializeToString(deterministic=True)
+    path = str(tmp_path / "data.tfrecord")
+    super_serial.save(dataset, path)
+    got = list(super_serial.load(path))
+    assert [g["a_lists"].numpy().tolist() for g in got] == lists
+    assert [g["b_one"].numpy() for g in got] == ones
 
 
 def test_lists_of_long_strings_roundtrip(monkeypatch, tmp_path):

@@ -175,6 +175,26 @@ def test_encoded_sizes_are_the_records_sizes(elements):
     assert sizes.tolist() == [len(core._joined(r)) for r in records]
 
 
+@pytest.mark.parametrize("name", ["k" * 127, "k" * 128, "é" * 100, "k" * 16_384],
+                         ids=["127 bytes", "128 bytes", "200 bytes of UTF-8", "16,384 bytes"])
+def test_feature_names_of_128_bytes_and_more_have_varint_key_lengths(name):
+    """A FeatureEntry's key is a length-delimited field: from 128 bytes (a name of 100 'é' is
+    200) its length takes a 2-byte varint, from 16,384 3 bytes. The records are the bytes
+    protobuf serializes, and their sizes are right."""
+    values = [1, 300, -5]
+    dataset = tf.data.Dataset.from_tensor_slices({name: values})
+    features = core._schema_from_spec(dataset.element_spec)[0]
+    leaves = next(iter(core._batches_for_encoding(dataset, features, 3)))
+    records, sizes = core._encode_records(features, leaves, 3)
+    key = features[0].name
+    assert len(key.encode()) >= 127
+    for record, size, value in zip(records, sizes.tolist(), values):
+        expected = tf.train.Example(features=tf.train.Features(feature={
+            key: tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))}))
+        assert core._joined(record) == expected.SerializeToString(deterministic=True)
+        assert size == len(core._joined(record))
+
+
 def tabular(n: int) -> tf.data.Dataset:
     return tf.data.Dataset.range(n).map(lambda i: {
         "x": tf.fill([3], tf.cast(i, tf.float32)),

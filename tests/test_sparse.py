@@ -259,6 +259,21 @@ def test_invalid_sparse_tensors_are_refused(sparse, words, tmp_path):
     _nothing_written(tmp_path)
 
 
+def test_a_negative_unknown_dim_with_no_values_is_refused(tmp_path):
+    """A dense shape of a negative size in an unknown dim, with no value (so no index) to
+    fall outside it: `_check_sparse`'s own check of the shapes is what refuses it."""
+    def element(i):  # element 1's dense shape [-2, 3], known only when it is made
+        made = tf.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0]),
+                               tf.stack([1 - 3 * i, tf.constant(3, tf.int64)]))
+        made.set_shape([None, 3])
+        return {"s": made}
+
+    dataset = tf.data.Dataset.range(2).map(element)
+    with pytest.raises(SchemaError) as info:
+        super_serial.save(dataset, str(tmp_path / "data.tfrecord"))
+    assert "dense shape [-2, 3]" in str(info.value)
+
+
 @pytest.mark.parametrize("index, found", [([0, 3], 3), ([-1, 0], -1), ([2, 0], 2)])
 def test_an_index_outside_the_one_dense_shape_is_refused(index, found, tmp_path):
     """Where every element of a batch has the same dense shape, save checks the indices
