@@ -465,8 +465,14 @@ def _width(text: str) -> int:
     final consonants, one for the rest."""
     if text.isascii():
         return len(text)
-    return sum(0 if unicodedata.category(c) in ("Mn", "Me", "Cf") or _jamo_after_first(c) else
+    return sum(0 if (unicodedata.category(c) in ("Mn", "Me", "Cf") and c not in _SPACING_FORMAT)
+               or _jamo_after_first(c) else
                2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+# Format characters that terminals (glibc's wcwidth) show in a column: the soft hyphen, and
+# the Arabic and Syriac marks that stand before a number
+_SPACING_FORMAT = frozenset("\u00ad\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u08e2")
 
 
 def _jamo_after_first(c: str) -> bool:

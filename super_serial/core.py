@@ -5984,11 +5984,16 @@ class _Decoder:
         record, within = tf.unstack(tf.raw_ops.RaggedTensorToSparse(
             rt_nested_splits=[indices.row_splits], rt_dense_values=flat).sparse_indices, axis=1)
         bounds = tf.gather(tf.reshape(shapes, [-1]), record * rank + within % rank)
-        outside = tf.where(tf.logical_and(flat >= 0, flat < bounds), _INT64_MIN, flat)
+        fits = tf.logical_and(flat >= 0, flat < bounds)
+        outside = tf.where(fits, _INT64_MIN, flat)
         # Of a record with no indices: int64's least, as for one whose indices all fit
         largest = tf.math.unsorted_segment_max(outside, record, tf.size(counts))
-        checks.add(tf.equal(largest, _INT64_MIN), f,
-                   "an index lies outside its dense shape", found=largest)
+        # Which records fit is counted apart from `largest`: an index of int64's least is
+        # outside too, and its record's largest is int64's least as well
+        misfits = tf.math.unsorted_segment_sum(tf.cast(tf.logical_not(fits), tf.int32), record,
+                                               tf.size(counts))
+        checks.add(tf.equal(misfits, 0), f, "an index lies outside its dense shape",
+                   found=largest)
 
         def rows():
             if f.encoding != "raw":

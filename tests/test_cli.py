@@ -1009,6 +1009,18 @@ def test_marks_with_no_combining_class_take_no_column(tmp_path, capsys):
     assert {cli._width(line[:line.index("int32")]) for line in lines} == {len("  ab  ")}
 
 
+def test_format_characters_take_no_column_but_those_terminals_show():
+    """Format characters take no column (zero width space, word joiner, BOM), and neither does
+    the Hangul vowel filler or a jamo of Jungseong Extended-B; the soft hyphen and the Arabic
+    number signs take one, as glibc's wcwidth gives them (helper-121)."""
+    assert cli._width("a\u200bb") == 2
+    assert cli._width("x\u2060y\ufeff") == 2
+    assert cli._width("\u1100\u1160") == 2
+    assert cli._width("\u1100\ud7b0") == 2
+    assert cli._width("co\u00adop") == 5
+    assert cli._width("\u0600") == 1
+
+
 def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys):
     """Its header has no layout or block size; `inspect` showed load's defaults as if it had
     ("layout sequential, 256 records per block")."""

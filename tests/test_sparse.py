@@ -343,6 +343,8 @@ def _write_records(paths, examples):
     ([0, 1, 1], [2, 3], "the number of indices is not 2 for each value, found 3"),
     ([0, 3], [2, 3], "an index lies outside its dense shape, found 3"),
     ([0, -1], [2, 3], "an index lies outside its dense shape, found -1"),
+    # int64's least, which the check took for "every index fits" (helper-121)
+    ([0, -2**63], [2, 3], "an index lies outside its dense shape, found -9223372036854775808"),
     ([0, 1], [2, 4], "a stored shape does not fit [None, 3], found 4"),
 ])
 def test_records_that_do_not_fit_are_corrupt(indices, shape, problem, paths):
