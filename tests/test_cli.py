@@ -1057,6 +1057,29 @@ def test_the_original_modules_header_beside_the_records_is_hinted(command, tmp_p
                    "(header_path, or --header)\n"), err
 
 
+@pytest.mark.parametrize("records, header, hinted", [
+    ("images.rec", "images.rec.header", True),  # not named .tfrecord: PATH.header
+    ("images.tfrecord", "images.tfrecord.header", True),
+    ("images.tfrecord", "images.header/", False),  # a folder of that name
+    ("images.tfrecord", "other.header", False),
+])
+def test_which_original_module_headers_are_hinted(records, header, hinted, tmp_path):
+    """The hint names an original-module header beside the records only where one is there,
+    as X.header or PATH.header, and a file."""
+    golden = GOLDEN / "original-module"
+    shutil.copy(golden / "images.tfrecord", tmp_path / records)
+    if header.endswith("/"):
+        (tmp_path / header).mkdir()
+    else:
+        shutil.copy(golden / "images.header", tmp_path / header)
+    with pytest.raises(super_serial.HeaderError) as info:
+        super_serial.load(str(tmp_path / records))
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / records}.header.yaml: header file not found"), message
+    assert (f"; {tmp_path / header.rstrip('/')} is there, as the original super_serial module "
+            "named headers" in message) == hinted, message
+
+
 @pytest.mark.parametrize("command", ["inspect", "verify", "head"])
 def test_a_header_of_other_records_beside_the_path_is_refused_by_every_command(
         command, tmp_path, capsys):
