@@ -1127,3 +1127,61 @@ def test_a_none_lies_as_deep_as_a_feature_may(saved):
         deep = deep[0]
     assert deep is None
     assert len(list(load(tfrecord_path, header_path))) > 0
+
+
+@pytest.mark.parametrize("splits", ["int16", "int8", "uint64", "float32", "string"])
+def test_row_splits_of_a_dtype_tf_refuses_are_a_header_error(saved, splits):
+    """Row splits of any dtype but int32 and int64 are refused naming the field; load would give
+    TensorFlow's error instead (helper-122: only int8 was tried)."""
+    tfrecord_path, header_path, header = saved
+    header["features"]["r"]["row_splits_dtype"] = splits
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path,
+                        r"field 'features\.r\.row_splits_dtype': expected int32 or int64")
+
+
+@pytest.mark.parametrize("shape", [[None, None, None], [None, None, 2, None]])
+def test_unknown_dims_after_the_ragged_dims_are_a_header_error(saved, shape):
+    """A ragged feature of ragged rank 1 with an unknown dim after its ragged ones, which save
+    never writes, is refused naming the field: without the check, load raised a bare TypeError
+    (helper-122: only ragged rank 0, which has a check of its own, was tried)."""
+    tfrecord_path, header_path, header = saved
+    assert header["features"]["r"]["ragged_rank"] == 1
+    header["features"]["r"]["shape"] = shape
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path,
+                        r"field 'features\.r\.shape': dims after the ragged dims must be known")
+
+
+def test_a_block_of_two_records_past_what_load_parses_at_once_is_a_header_error(saved):
+    """A block of 2 records of at least 516 MiB each is more than load parses at once, and
+    refused (helper-122: only blocks of 249 records and of 1 were tried)."""
+    tfrecord_path, header_path, header = saved
+    header["features"]["x"]["shape"] = [2**27 + 2**20]  # float32 as a FloatList: 4 bytes each
+    header["block_records"] = 2
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path,
+                        r"field 'block_records': 2 records of at least \d+ bytes are more than "
+                        r"load parses at once \(1024 MiB\)")
+
+
+def test_a_structure_key_that_is_no_string_is_named_as_such(saved):
+    """A feature under the int key 7 is refused as such; without the check, load raised a bare
+    TypeError (helper-122: the "structure_int_key" edit also adds a second leaf for 'x', which
+    another check refuses)."""
+    tfrecord_path, header_path, header = saved
+    header["structure"][7] = header["structure"].pop("x")
+    header["features"]["x"]["path"] = [7]
+    write(header_path, header)
+    assert_header_error(tfrecord_path, header_path,
+                        r"field 'structure': dict key 7 is not a string$")
+
+
+def test_a_missing_dtype_in_an_original_module_header_is_named_as_such(tmp_path):
+    """An original-module header whose entries give a shape and no dtype is one, with its dtype
+    missing, as the twin test says of a missing shape (helper-122)."""
+    header_path = tmp_path / "old.header"
+    header_path.write_text("x: {shape: [2]}\n")
+    with pytest.raises(HeaderError, match=re.escape(
+            f"{header_path}: field 'x.dtype': missing") + "$"):
+        read_header(str(header_path))

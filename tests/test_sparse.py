@@ -384,3 +384,16 @@ def test_verify_checks_that_sparse_integers_fit_their_dtype(dtype, value, words,
             f"^{re.escape(paths[0])}: feature 'tensor': a value {words} \\(.+\\), found "
             f"{value}$")):
         super_serial.verify(*paths)
+
+
+@pytest.mark.parametrize("key, value", [("row_splits_dtype", "int32"),
+                                        ("tensor_name", "s")])
+def test_a_sparse_feature_with_row_splits_or_a_tensor_name_is_a_header_error(paths, key, value):
+    """A sparse feature with row splits or a tensor name is refused naming the field, not read
+    with it dropped (helper-122: only ragged_rank was tried)."""
+    super_serial.save(tf.data.Dataset.from_tensors({"s": tf.SparseTensor([[1]], [2], [3])}),
+                      *paths)
+    edit_header(paths[1], lambda h: h["features"]["s"].update({key: value}))
+    with pytest.raises(HeaderError, match="^" + re.escape(
+            f"{paths[1]}: field 'features.s.{key}': a sparse feature has none")):
+        super_serial.read_header(paths[1])
