@@ -6136,7 +6136,7 @@ class _Checks:
         which = tf.argmin(tf.cast(passed, tf.int32))  # the first that fails
         # its first failing record, of its records and a failing one after them (a block
         # of none has checks too, and no argmin)
-        after = tf.constant([[0, 1]])
+        after = tf.constant([[0, 1]], tf.int32)  # typed: numpy_behavior's are weak
         record = tf.argmin(tf.pad(tf.cast(tf.gather(conditions, which), tf.int32), after))
         found = tf.stack([tf.fill(tf.shape(self.conditions[0]), _INT64_MIN) if f is None
                           else f for f in self.found])
