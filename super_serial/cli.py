@@ -461,8 +461,8 @@ def _width(text: str) -> int:
     """The columns `text` takes in a terminal: two for East Asian wide and fullwidth
     characters (日本語), none for marks that stand on another character (by their category:
     Thai's vowel above in ชื่อ and Devanagari's vowel below in कुल have no combining class, and
-    took a column each), format characters and a Hangul syllable's conjoining vowels and
-    final consonants, one for the rest."""
+    took a column each), format characters but those terminals show (`_SPACING_FORMAT`), and
+    a Hangul syllable's conjoining vowels and final consonants; one for the rest."""
     if text.isascii():
         return len(text)
     return sum(0 if (unicodedata.category(c) in ("Mn", "Me", "Cf") and c not in _SPACING_FORMAT)

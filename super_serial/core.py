@@ -894,7 +894,9 @@ def _yaml_reason(error: Exception) -> str:
 def _misnamed(tfrecord_path: str | None, header_path: str) -> str:
     """Where `tfrecord_path` names a folder, a header, or one shard of a save, rather than the
     records' path that `load` and `verify` take (and the header was to be found beside it):
-    says which path that is (for a folder, the records saved there, from their headers)."""
+    says which path that is (for a folder, the records saved there, from their headers). Where
+    the records have no header beside them but a file named as the original module's example
+    named headers (X.header beside X.tfrecord, or PATH.header), says that it is there."""
     if tfrecord_path is None or not _same_place(header_path, default_header_path(
             tfrecord_path)) or not tf.io.gfile.exists(tfrecord_path):
         return ""
