@@ -80,6 +80,14 @@ def reference_varint(value: int) -> bytes:
     return bytes(out)
 
 
+def first_batch_records(dataset: tf.data.Dataset, rows: int) -> tuple:
+    """The records `save` encodes for the first `rows` elements of `dataset`, as
+    `_encode_records` gives them (bytes, or pieces to join: `core._joined`), and their sizes."""
+    features = core._schema_from_spec(dataset.element_spec)[0]
+    leaves = next(iter(core._batches_for_encoding(dataset, features, rows)))
+    return core._encode_records(features, leaves, rows)
+
+
 def assert_same_elements(expected: tf.data.Dataset, actual: tf.data.Dataset):
     """Same element_spec, same number of elements, bit-identical values in the same order."""
     assert actual.element_spec == expected.element_spec, (

@@ -71,15 +71,16 @@ def temporaries(folder) -> list[str]:
 
 class CountingWriter:
     """Wraps the record writer save uses (framed or tf.io.TFRecordWriter); raises OSError
-    instead of writing the batch that holds record `fail_after` (if given)."""
+    instead of writing the batch that holds record `fail_after` (if given), after `delay`
+    seconds, setting the event `failed` (if given) as it does."""
 
     instances: list = []
 
-    def __init__(self, inner, path, *, fail_after=None):
+    def __init__(self, inner, path, *, fail_after=None, delay=0.0, failed=None):
         self.inner = inner
         self.path = path
         self.records = 0
-        self.fail_after = fail_after
+        self.fail_after, self.delay, self.failed = fail_after, delay, failed
         CountingWriter.instances.append(self)
 
     def prepare(self, records, sizes):
@@ -88,29 +89,12 @@ class CountingWriter:
     def write(self, prepared):
         payload, count = prepared
         if self.fail_after is not None and self.records + count > self.fail_after:
+            time.sleep(self.delay)
+            if self.failed is not None:
+                self.failed.set()
             raise OSError(28, "No space left on device (simulated)", self.path)
         self.inner.write(payload)
         self.records += count
-
-    def close(self):
-        self.inner.close()
-
-
-class FailingWriter:
-    """Wraps the record writer save uses; every write fails as on a full disk, after `delay`
-    seconds, setting the event `failed` (if given) as it does."""
-
-    def __init__(self, inner, path, *, delay=0.0, failed=None):
-        self.inner, self.path, self.delay, self.failed = inner, path, delay, failed
-
-    def prepare(self, records, sizes):
-        return self.inner.prepare(records, sizes)
-
-    def write(self, prepared):
-        time.sleep(self.delay)
-        if self.failed is not None:
-            self.failed.set()
-        raise OSError(28, "No space left on device (simulated)", self.path)
 
     def close(self):
         self.inner.close()
@@ -319,8 +303,8 @@ def test_a_write_that_fails_after_the_last_batch_was_queued_fails_the_save(good_
     header listing records its file does not hold, and the previous pair gone (M25: commit's
     _raise_pending before _stop_threads)."""
     tfrecord_path, header_path, _, _ = good_pair
-    monkeypatch.setattr(core, "_record_writer", lambda path, compression: FailingWriter(
-        REAL_WRITER(path, compression), path, delay=0.5))  # still writing at the commit
+    monkeypatch.setattr(core, "_record_writer", lambda path, compression: CountingWriter(
+        REAL_WRITER(path, compression), path, fail_after=0, delay=0.5))  # writing at the commit
     with pytest.raises(OSError, match="No space left on device"):
         save(wide(40, offset=2.0), tfrecord_path, header_path, **kwargs)
     assert_previous_pair_intact(good_pair)
@@ -341,8 +325,8 @@ def test_a_write_error_raised_while_batches_are_still_coming_names_the_save(good
             yield {"id": np.int64(i), "x": np.full(8, i, np.float32)}
 
     signature = {"id": tf.TensorSpec([], tf.int64), "x": tf.TensorSpec([8], tf.float32)}
-    monkeypatch.setattr(core, "_record_writer", lambda path, compression: FailingWriter(
-        REAL_WRITER(path, compression), path, failed=failed))
+    monkeypatch.setattr(core, "_record_writer", lambda path, compression: CountingWriter(
+        REAL_WRITER(path, compression), path, fail_after=0, failed=failed))
     with pytest.raises(OSError) as caught:
         save(tf.data.Dataset.from_generator(generate, output_signature=signature),
              tfrecord_path, header_path, elements_per_batch=10)

@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_bit_identical, reference_varint
+from conftest import assert_bit_identical, first_batch_records, reference_varint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -506,7 +506,6 @@ def test_lengths_of_exactly_128_take_two_varint_bytes(sizes):
     assert [bytes(r) for r in rows] == expected
 
 
-
 @pytest.mark.parametrize("length", [126, 127, 128, 129])
 def test_strings_of_128_bytes_are_the_bytes_protobuf_writes(length):
     """One string a row of 128 bytes (none longer): its BytesList entry's length is 80 01.
@@ -515,9 +514,7 @@ def test_strings_of_128_bytes_are_the_bytes_protobuf_writes(length):
     floats = np.arange(3 * (length // 4), dtype=np.float32).reshape(3, -1)
     dataset = tf.data.Dataset.from_tensor_slices(
         {"one": strings, "two": [[s, s] for s in strings], "f": floats})
-    features = core._schema_from_spec(dataset.element_spec)[0]
-    leaves = next(iter(core._batches_for_encoding(dataset, features, 3)))
-    records, sizes = core._encode_records(features, leaves, 3)
+    records, sizes = first_batch_records(dataset, 3)
     for i, (record, size) in enumerate(zip(records, sizes.tolist())):
         expected = tf.train.Example(features=tf.train.Features(feature={
             "one": tf.train.Feature(bytes_list=tf.train.BytesList(value=[strings[i]])),
@@ -837,9 +834,7 @@ def test_a_list_of_long_strings_before_one_long_string_a_row_is_laid_out(tmp_pat
     lists = [[b"a" * 300, b"b" * 200], [b"c" * 150, b"d" * 400]]
     ones = [b"e" * 500, b"f" * 129]
     dataset = tf.data.Dataset.from_tensor_slices({"a_lists": lists, "b_one": ones})
-    features = core._schema_from_spec(dataset.element_spec)[0]
-    leaves = next(iter(core._batches_for_encoding(dataset, features, 2)))
-    records, sizes = core._encode_records(features, leaves, 2)
+    records, sizes = first_batch_records(dataset, 2)
     for i, record in enumerate(records):
         assert all(type(part) is not tuple for part in record)
         expected = tf.train.Example(features=tf.train.Features(feature={

@@ -15,7 +15,7 @@ import google_crc32c
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_same_elements
+from conftest import assert_same_elements, first_batch_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -168,9 +168,7 @@ def test_length_crcs_are_crc32c_of_the_little_endian_lengths():
 ], ids=["bytes", "pieces", "long strings"])
 def test_encoded_sizes_are_the_records_sizes(elements):
     dataset = tf.data.Dataset.from_tensor_slices(elements)
-    features = core._schema_from_spec(dataset.element_spec)[0]
-    leaves = next(iter(core._batches_for_encoding(dataset, features, 3)))
-    records, sizes = core._encode_records(features, leaves, 3)
+    records, sizes = first_batch_records(dataset, 3)
     assert sizes.dtype == np.int64
     assert sizes.tolist() == [len(core._joined(r)) for r in records]
 
@@ -183,14 +181,11 @@ def test_feature_names_of_128_bytes_and_more_have_varint_key_lengths(name):
     protobuf serializes, and their sizes are right."""
     values = [1, 300, -5]
     dataset = tf.data.Dataset.from_tensor_slices({name: values})
-    features = core._schema_from_spec(dataset.element_spec)[0]
-    leaves = next(iter(core._batches_for_encoding(dataset, features, 3)))
-    records, sizes = core._encode_records(features, leaves, 3)
-    key = features[0].name
-    assert len(key.encode()) >= 127
+    records, sizes = first_batch_records(dataset, 3)
+    assert len(name.encode()) >= 127
     for record, size, value in zip(records, sizes.tolist(), values):
         expected = tf.train.Example(features=tf.train.Features(feature={
-            key: tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))}))
+            name: tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))}))
         assert core._joined(record) == expected.SerializeToString(deterministic=True)
         assert size == len(core._joined(record))
 
@@ -220,9 +215,7 @@ DATASETS = {"tabular": (tabular, 3000), "ragged": (ragged, 200), "images": (imag
 
 
 def test_records_with_wide_features_are_pieces_of_the_batch():
-    features = core._schema_from_spec(images(4).element_spec)[0]
-    leaves = next(iter(core._batches_for_encoding(images(4), features, 4)))
-    records, _ = core._encode_records(features, leaves, 4)
+    records, _ = first_batch_records(images(4), 4)
     assert all(type(r) is tuple and len(r) > 1 for r in records)
     assert any(isinstance(piece, np.ndarray) and not piece.flags.writeable
                for piece in records[0])
