@@ -173,6 +173,45 @@ def edit_header(header_path, change):
         yaml.safe_dump(header, file)
 
 
+def write_records(path, records: list, compression: str = "") -> int:
+    """Writes these serialized records to `path` as a TFRecord file (compressed as
+    `compression` says, as TensorFlow names it); returns the file's size."""
+    options = tf.io.TFRecordOptions(compression_type=compression)
+    with tf.io.TFRecordWriter(str(path), options) as writer:
+        for record in records:
+            writer.write(record)
+    return Path(path).stat().st_size
+
+
+def rewrite_records(path, header_path, records: list, shard: int = 0, compression: str = ""):
+    """Writes these records over `path`, shard `shard` of the save whose header is at
+    `header_path`, and gives the header the file's new size: what the records hold is then all
+    that tells the pair from a save."""
+    size = write_records(path, records, compression)
+    edit_header(header_path, lambda header: header["shards"][shard].update(num_bytes=size))
+
+
+def example(features: dict) -> bytes:
+    """A serialized tf.train.Example of these features, each a list (or array) of values stored
+    as the original module stored them: floats in a FloatList, integers and bools in an
+    Int64List, bytes in a BytesList. A tf.train.Feature is taken as it is."""
+    def feature(values):
+        if isinstance(values, tf.train.Feature):
+            return values
+        array = np.asarray(values).ravel()
+        if array.dtype.kind == "f":
+            return tf.train.Feature(float_list=tf.train.FloatList(value=array.tolist()))
+        if array.dtype.kind in "biu":
+            integers = array.astype(np.int64).tolist()
+            return tf.train.Feature(int64_list=tf.train.Int64List(value=integers))
+        assert array.dtype.kind in "SO", f"no list for {array.dtype}"
+        strings = np.asarray(values, dtype=object).ravel()  # as given: NumPy's "S" drops NULs
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=list(strings)))
+
+    return tf.train.Example(features=tf.train.Features(
+        feature={name: feature(values) for name, values in features.items()})).SerializeToString()
+
+
 @pytest.fixture
 def paths(tmp_path):
     """(tfrecord_path, header_path) in a fresh folder."""

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import copy_pair, edit_header, fifo_at, save_pair
+from conftest import copy_pair, edit_header, fifo_at, rewrite_records, save_pair
 
 from super_serial import CorruptDataError, HeaderError, core, load, merge, read_header, save, verify
 
@@ -405,11 +405,7 @@ def edit_examples(tfrecord_path, header_path, edits: dict, kind: str = "int64_li
         for key, values in changes.items():
             getattr(example.features.feature[key], kind).value[:] = values
         records[index] = example.SerializeToString()
-    with tf.io.TFRecordWriter(tfrecord_path) as writer:
-        for record in records:
-            writer.write(record)
-    size = Path(tfrecord_path).stat().st_size
-    edit_header(header_path, lambda h: h["shards"][0].update(num_bytes=size))
+    rewrite_records(tfrecord_path, header_path, records)
 
 
 def assert_check_fails(tfrecord_path, header_path, record: int, feature: str, problem: str):
@@ -577,11 +573,7 @@ def test_a_lone_zero_size_component_over_records_that_are_no_examples(paths):
     tfrecord_path, header_path = paths
     save(tf.data.Dataset.from_tensor_slices({"z": np.zeros((4, 0), np.float32)}),
          tfrecord_path, header_path)
-    with tf.io.TFRecordWriter(tfrecord_path) as writer:
-        for _ in range(4):
-            writer.write(b"not a tf.train.Example")
-    size = Path(tfrecord_path).stat().st_size
-    edit_header(header_path, lambda h: h["shards"][0].__setitem__("num_bytes", size))
+    rewrite_records(tfrecord_path, header_path, [b"not a tf.train.Example"] * 4)
     with pytest.raises(CorruptDataError, match="^" + re.escape(
             f"{tfrecord_path}: record 0 is not a tf.train.Example TensorFlow can parse") + "$"):
         verify(tfrecord_path, header_path)
@@ -1136,11 +1128,7 @@ def malformed(saved):
     data = Path(tfrecord_path).read_bytes()
     payloads = [data[o + 12 : o + 12 + n] for o, n in record_spans(data)]
     payloads[5] = MALFORMED
-    with tf.io.TFRecordWriter(tfrecord_path) as writer:
-        for payload in payloads:
-            writer.write(payload)
-    size = Path(tfrecord_path).stat().st_size
-    edit_header(header_path, lambda h: h["shards"][0].__setitem__("num_bytes", size))
+    rewrite_records(tfrecord_path, header_path, payloads)
     return tfrecord_path, header_path
 
 
@@ -1168,15 +1156,10 @@ def test_malformed_record_in_a_shard_is_named_with_its_shard(tmp_path, compressi
     tfrecord_path = str(tmp_path / "data.tfrecord")
     save(tf.data.Dataset.range(6000), tfrecord_path, num_shards=3, compression=compression)
     shard = f"{tfrecord_path}-00001-of-00003"
-    options = tf.io.TFRecordOptions(compression_type=compression or "")
     records = list(tf.data.TFRecordDataset(shard, compression or "").as_numpy_iterator())
     records[1500] = MALFORMED  # in the file's second batch of 1,024, as it is read again
-    with tf.io.TFRecordWriter(shard, options) as writer:
-        for record in records:
-            writer.write(record)
-    size = Path(shard).stat().st_size
-    edit_header(tfrecord_path + ".header.yaml",
-                lambda h: h["shards"][1].__setitem__("num_bytes", size))
+    rewrite_records(shard, tfrecord_path + ".header.yaml", records, shard=1,
+                    compression=compression or "")
     with pytest.raises(CorruptDataError, match=f"^{re.escape(shard)}: record 1500 is not a "
                                                "tf.train.Example TensorFlow can parse$"):
         verify(tfrecord_path)

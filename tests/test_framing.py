@@ -15,7 +15,7 @@ import google_crc32c
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_same_elements, first_batch_records
+from conftest import assert_same_elements, first_batch_records, write_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,9 +23,7 @@ from super_serial import core, load, save
 
 
 def tfrecordwriter_bytes(records: list, path: Path) -> bytes:
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for record in records:
-            writer.write(record)
+    write_records(path, records)
     return path.read_bytes()
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
+from conftest import write_records
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -346,12 +347,6 @@ def frames(data: bytes) -> list[bytes]:
         out.append(data[offset + 12 : offset + 12 + length])
         offset += 16 + length
     return out
-
-
-def write_records(path: Path, payloads: list[bytes]):
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for payload in payloads:
-            writer.write(payload)
 
 
 def mutate_bytes(draw, data: bytes) -> bytes:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import GOLDEN, assert_same_elements, golden_module
+from conftest import GOLDEN, assert_same_elements, example, golden_module, write_records
 
 import super_serial
 
@@ -105,13 +105,8 @@ def test_original_module_features_named_format_or_version_load(tmp_path, names):
     header["x"] = {"shape": [2], "dtype": tf.float32.as_datatype_enum}
     header_path, records = tmp_path / "data.header", tmp_path / "data.tfrecord"
     header_path.write_text(yaml.dump(header))
-    with tf.io.TFRecordWriter(str(records)) as writer:
-        for i in range(3):
-            feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=[i + k]))
-                       for k, name in enumerate(names)}
-            feature["x"] = tf.train.Feature(float_list=tf.train.FloatList(value=[i, i + .5]))
-            writer.write(tf.train.Example(features=tf.train.Features(
-                feature=feature)).SerializeToString())
+    write_records(records, [example({**{name: [i + k] for k, name in enumerate(names)},
+                                     "x": [i, i + .5]}) for i in range(3)])
     expected = tf.data.Dataset.from_tensor_slices({
         **{name: np.arange(3, dtype=np.int64) + k for k, name in enumerate(names)},
         "x": np.array([[i, i + .5] for i in range(3)], np.float32)})
@@ -574,17 +569,13 @@ def test_v2_stored_16_bit_ints_as_int64_and_v3_stores_them_raw(tmp_path):
     assert records[0]["i16"].bytes_list.value == [b"\x00\x80\xff\x7f"]
     assert records[1]["u16"].bytes_list.value == [b"\x00\x40"]
     # as version 2 wrote it: Int64Lists, and a header that says so
-    with tf.io.TFRecordWriter(path) as writer:
-        for i16, u16 in ([[-32768, 32767], 65535], [[-1, 0], 16384]):
-            writer.write(tf.train.Example(features=tf.train.Features(feature={
-                "i16": tf.train.Feature(int64_list=tf.train.Int64List(value=i16)),
-                "u16": tf.train.Feature(int64_list=tf.train.Int64List(value=[u16]))}))
-                .SerializeToString())
+    size = write_records(path, [example({"i16": i16, "u16": [u16]})
+                                for i16, u16 in ([[-32768, 32767], 65535], [[-1, 0], 16384])])
     header = super_serial.read_header(path + ".header.yaml")
     header["version"] = 2
     for name in ("i16", "u16"):
         header["features"][name]["encoding"] = "int64"
-    header["shards"][0]["num_bytes"] = Path(path).stat().st_size
+    header["shards"][0]["num_bytes"] = size
     Path(path + ".header.yaml").write_text(yaml.safe_dump(header))
     assert_same_elements(dataset, super_serial.load(path))
 
@@ -677,16 +668,7 @@ def test_original_module_files_of_every_saveable_dtype_load(tmp_path, dtype):
         values = np.array([[b"a", b""], [b"bc", b"d"], [b"", b"e"]], dtype=object)
     header_path, records = tmp_path / "data.header", tmp_path / "data.tfrecord"
     header_path.write_text(yaml.dump({"x": {"shape": [2], "dtype": dtype.as_datatype_enum}}))
-    with tf.io.TFRecordWriter(str(records)) as writer:
-        for row in values:
-            if dtype == tf.string:
-                feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=list(row)))
-            elif dtype.is_floating:
-                feature = tf.train.Feature(float_list=tf.train.FloatList(value=row.astype(float)))
-            else:
-                feature = tf.train.Feature(int64_list=tf.train.Int64List(value=row.astype(int)))
-            writer.write(tf.train.Example(features=tf.train.Features(
-                feature={"x": feature})).SerializeToString())
+    write_records(records, [example({"x": row}) for row in values])
     assert super_serial.read_header(header_path)["version"] == 0
     expected = tf.data.Dataset.from_tensor_slices({"x": tf.constant(values, dtype)})
     assert_same_elements(expected, super_serial.load(str(records), str(header_path)))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import copy_pair, edit_header, fifo_at, save_pair
+from conftest import copy_pair, edit_header, example, fifo_at, save_pair, write_records
 
 from super_serial import (
     CorruptDataError,
@@ -450,11 +450,7 @@ def test_legacy_blocks_of_strings_are_sized_by_the_records_read(tmp_path):
     strings held (encoded images of 1 MB: 256 MB parsed at once). Counting the records, which
     load does for such a file, gives their size too."""
     tfrecord_path, header_path = str(tmp_path / "old.tfrecord"), str(tmp_path / "old.header")
-    with tf.io.TFRecordWriter(tfrecord_path) as writer:
-        for _ in range(50):
-            feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[bytes(100_000)]))
-            writer.write(tf.train.Example(features=tf.train.Features(
-                feature={"jpeg": feature})).SerializeToString())
+    write_records(tfrecord_path, [example({"jpeg": [bytes(100_000)]})] * 50)
     write(header_path, {"jpeg": {"shape": [], "dtype": tf.string.as_datatype_enum}})
     header = core._read_header(header_path, tfrecord_path)
     assert header.block_records == 256  # all the shapes tell
@@ -469,11 +465,7 @@ def test_legacy_shapes_of_rank_past_32(tmp_path):
     header was refused for this format's limit of 32 (helper-88)."""
     shape = [1] * 32 + [2]
     tfrecord_path, header_path = str(tmp_path / "old.tfrecord"), str(tmp_path / "old.header")
-    with tf.io.TFRecordWriter(tfrecord_path) as writer:
-        for i in range(3):
-            feature = tf.train.Feature(float_list=tf.train.FloatList(value=[i, i + 0.5]))
-            writer.write(tf.train.Example(features=tf.train.Features(
-                feature={"x": feature})).SerializeToString())
+    write_records(tfrecord_path, [example({"x": [i, i + 0.5]}) for i in range(3)])
     write(header_path, {"x": {"shape": shape, "dtype": tf.float32.as_datatype_enum}})
     assert read_header(header_path)["features"]["x"]["shape"] == shape
     values = list(load(tfrecord_path, header_path))  # (NumPy 1 holds only 32 dims: no .numpy())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_same_elements, edit_header, reference_varint
+from conftest import assert_same_elements, reference_varint, rewrite_records
 
 import super_serial
 
@@ -258,11 +258,7 @@ def test_unknown_fields_load_but_in_the_features_message(paths, where):
 
     assert tf.train.Example.FromString(record([1, 2])).features.feature["b"].int64_list.value \
         == [1, 2]  # valid protobuf, whatever the place
-    with tf.io.TFRecordWriter(tfrecord) as writer:
-        for values in ([1, 2], [3, 300]):
-            writer.write(record(values))
-    size = tf.io.gfile.stat(tfrecord).length
-    edit_header(header, lambda h: h["shards"][0].__setitem__("num_bytes", size))
+    rewrite_records(tfrecord, header, [record([1, 2]), record([3, 300])])
     if where != "features":
         assert [e["b"].numpy().tolist() for e in super_serial.load(tfrecord, header)] == [
             [1, 2], [3, 300]]

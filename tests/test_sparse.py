@@ -4,13 +4,18 @@ loaded back as the same sparse tensors, element by element and in batches."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ENCODINGS, assert_bit_identical, assert_same_elements
-from test_corruption import edit_header
+from conftest import (
+    ENCODINGS,
+    assert_bit_identical,
+    assert_same_elements,
+    edit_header,
+    example,
+    rewrite_records,
+)
 from test_roundtrip import DTYPES, _nothing_written, roundtrip, tensor
 
 import super_serial
@@ -330,13 +335,9 @@ def test_a_large_dense_shape_is_valid(paths):
 
 def _write_records(paths, examples):
     """Replaces the records with these Examples of Int64Lists; the header given their size."""
-    with tf.io.TFRecordWriter(paths[0]) as writer:
-        for features in examples:
-            writer.write(tf.train.Example(features=tf.train.Features(feature={
-                key: tf.train.Feature(int64_list=tf.train.Int64List(value=value))
-                for key, value in features.items()})).SerializeToString())
-    edit_header(paths[1], lambda h: h["shards"][0].update(
-        num_bytes=Path(paths[0]).stat().st_size))
+    rewrite_records(*paths, [
+        example({key: np.array(value, np.int64) for key, value in features.items()})
+        for features in examples])
 
 
 @pytest.mark.parametrize("indices, shape, problem", [
