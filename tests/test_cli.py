@@ -430,6 +430,36 @@ def test_inspect_and_head_show_sparse_components(tmp_path):
                      r" +values \[ 2\.5 -1\. *\]$", result.stdout, re.M), result.stdout
 
 
+def test_inspect_shows_a_single_tensor_and_a_one_tuple(tmp_path, capsys):
+    """A dataset of one tensor is named as such, with its feature; a tuple of one keeps its
+    comma (helper-125's mutants of each passed)."""
+    single, one = str(tmp_path / "single.tfrecord"), str(tmp_path / "one.tfrecord")
+    super_serial.save(tf.data.Dataset.range(2), single)
+    super_serial.save(tf.data.Dataset.range(2).map(lambda x: (x,)), one)
+    assert cli.main(["inspect", single]) == 0
+    assert "\nstructure: a single tensor, feature 'tensor'\n" in capsys.readouterr().out
+    assert cli.main(["inspect", one]) == 0
+    assert "\nstructure: (0,)\n" in capsys.readouterr().out
+
+
+def test_inspect_quotes_a_name_with_an_apostrophe(tmp_path, capsys):
+    path = str(tmp_path / "q.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({"it's": 1}), path)
+    assert cli.main(["inspect", path]) == 0
+    assert "structure: {\"it's\"}" in capsys.readouterr().out
+
+
+def test_counts_of_zero_are_plural(tmp_path, capsys):
+    path = str(tmp_path / "empty.tfrecord")
+    super_serial.save(tf.data.Dataset.range(0), path)
+    assert cli.main(["inspect", path]) == 0
+    assert "; 0 records; " in capsys.readouterr().out
+    assert cli.main(["verify", path]) == 0
+    assert "OK: 1 file, 0 records, " in capsys.readouterr().out
+    assert cli.main(["head", path]) == 0
+    assert capsys.readouterr().out == "(0 elements in all)\n"
+
+
 # ---- verify -------------------------------------------------------------------------------
 
 
@@ -512,6 +542,14 @@ def test_verify_names_the_record_and_feature_that_do_not_match_the_header(saved,
     # file, the first record that fails (each does here) and the feature.
     assert_fails_naming(result, f"{shard(saved, 0)}: record 0: feature 'image'")
     assert "expected 4608 bytes of uint8 per record, found 6912" in error_lines(result)[0]
+
+
+def test_verify_no_progress_prints_nothing_on_stderr(tmp_path, capsys):
+    path = str(tmp_path / "d.tfrecord")
+    super_serial.save(tf.data.Dataset.range(3), path)
+    assert cli.main(["verify", path, "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "OK: 1 file, 3 records" in captured.out
 
 
 # ---- head ---------------------------------------------------------------------------------
@@ -614,6 +652,48 @@ def test_head_prints_ragged_quantized_values_as_numbers(tmp_path, capsys):
         "qint32[2, None] ragged  [[ 5 -7], []]", "qint32[1, None] ragged  [[9]]"], out
 
 
+def test_head_prints_five_elements_by_default(tmp_path, capsys):
+    path = str(tmp_path / "d.tfrecord")
+    super_serial.save(tf.data.Dataset.range(7), path)
+    assert cli.main(["head", path]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"^element (\d+)$", out, re.M) == ["0", "1", "2", "3", "4"]
+    assert "in all" not in out
+
+
+def test_head_prints_infinities_as_inf(tmp_path, capsys):
+    """head sets the text of infinities (and NaN) itself, whatever the process's NumPy print
+    options (helper-125: a mutant's infstr passed)."""
+    path = str(tmp_path / "inf.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors(
+        {"v": np.array([-np.inf, np.inf, np.nan])}), path)
+    assert cli.main(["head", path]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  v +float64\[3\] +\[-inf  inf  nan\]$", out, re.M), out
+
+
+def test_head_shortens_strings_longer_than_40_bytes_only(tmp_path, capsys):
+    path = str(tmp_path / "s.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({"a": b"x" * 40, "b": b"y" * 1041}), path)
+    assert cli.main(["head", path]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  a +string +b'x{40}'$", out, re.M), out
+    assert re.search(r"^  b +string +b'y{40}'\.\.\.\(1,041 bytes\)$", out, re.M), out
+
+
+def test_head_shortens_long_ragged_dimensions_to_three_rows_at_each_end(tmp_path, capsys):
+    path = str(tmp_path / "r.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors(
+        {"r": tf.ragged.constant([[i] for i in range(8)]),
+         "s": tf.ragged.constant([[i] for i in range(6)])}), path)
+    assert cli.main(["head", path]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  r +int32\[8, None\] ragged +\[\[0\], \[1\], \[2\], \.\.\., "
+                     r"\[5\], \[6\], \[7\]\]$", out, re.M), out
+    assert re.search(r"^  s +int32\[6, None\] ragged +\[\[0\], \[1\], \[2\], \[3\], "
+                     r"\[4\], \[5\]\]$", out, re.M), out
+
+
 # ---- usage and errors ---------------------------------------------------------------------
 
 
@@ -683,10 +763,12 @@ def buffered_env() -> dict:
 
 
 @pytest.mark.parametrize("command", [["inspect"], ["inspect", "--json"], ["head", "-n", "1"],
-                                     ["verify"]])
+                                     ["verify"], ["head", "-n", str(ELEMENTS)]])
 def test_output_into_a_closed_pipe_exits_1_quietly(saved, command):
     """As README says (`... | head -1`): the output, flushed only at exit, went to a closed
-    pipe after main had returned: "Exception ignored ... BrokenPipeError", exit status 120."""
+    pipe after main had returned: "Exception ignored ... BrokenPipeError", exit status 120.
+    The last command's output passes stdout's buffer, so the pipe's error comes while it
+    prints, not at the flush (a mutant exiting 0 then passed, helper-125)."""
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader has gone before anything is written
     try:
@@ -790,11 +872,14 @@ def test_a_utf8_path_is_taken_in_an_ascii_locale(tmp_path):
     path.parent.mkdir()
     super_serial.save(tf.data.Dataset.range(3), str(path))
 
-    result = subprocess.run([sys.executable, "-m", "super_serial", "verify", str(path)],
+    result = subprocess.run([sys.executable, "-m", "super_serial", "inspect", str(path)],
                             capture_output=True, timeout=120, env=env)
 
     assert (result.returncode, result.stderr.decode()) == (0, "")
-    assert "OK: 1 file, 3 records" in result.stdout.decode("ascii")
+    lines = result.stdout.decode("ascii").splitlines()
+    assert "; 3 records; " in lines[1], lines
+    # the path as typed, not the surrogates Python held (helper-125)
+    assert lines[0].startswith(str(path).replace("é", "\\xe9") + "  (header "), lines[0]
     result = subprocess.run([sys.executable, "-m", "super_serial", "verify",
                              str(tmp_path / "\udcff.tfrecord")],
                             capture_output=True, timeout=120, env=env)
@@ -853,18 +938,24 @@ def test_control_characters_in_a_message_are_escaped():
     assert cli._describe(error) == "x.tfrecord: could not parse '\\x1b[31mred\\x00'"
 
 
-@pytest.mark.parametrize("missing", ["header", "shard"])
+@pytest.mark.parametrize("missing", ["header", "shard", "--header"])
 def test_a_newline_in_a_path_is_shown_escaped_in_an_error(tmp_path, capsys, missing):
     """An error's lines are joined into one, and a newline in the path given showed as a
-    space: the path in the message was not the file's."""
+    space: the path in the message was not the file's. The header's path given by --header
+    too (helper-125)."""
     folder = tmp_path / "two\nlines"
     folder.mkdir()
     tfrecord_path = str(folder / "data")
     super_serial.save(tf.data.Dataset.range(6), tfrecord_path, num_shards=2)
-    gone = tfrecord_path + (".header.yaml" if missing == "header" else "-00001-of-00002")
-    os.remove(gone)
+    options = []
+    if missing == "--header":
+        gone = str(folder / "other.header.yaml")
+        options = ["--header", gone]
+    else:
+        gone = tfrecord_path + (".header.yaml" if missing == "header" else "-00001-of-00002")
+        os.remove(gone)
 
-    assert cli.main(["verify", tfrecord_path]) == 1
+    assert cli.main(["verify", tfrecord_path, *options]) == 1
     err = capsys.readouterr().err
     shown = gone.replace("\n", "\\x0a")
     assert err.startswith(f"super-serial: error: {shown}: "), err
@@ -1012,6 +1103,15 @@ def test_format_characters_take_no_column_but_those_terminals_show():
     assert cli._width("\u1100\ud7b0") == 2
     assert cli._width("co\u00adop") == 5
     assert cli._width("\u0600") == 1
+
+
+def test_fullwidth_characters_and_final_jamo():
+    """East Asian Fullwidth characters take two columns, as Wide ones do; a final consonant
+    (U+11A8-U+11FF) joins the syllable its jamo make (helper-125)."""
+    assert cli._width("\uff21\uff22") == 4  # ＡＢ
+    assert cli._width("x\u3000y") == 4  # the ideographic space
+    assert cli._width("\u1100\u1161\u11a8") == 2
+    assert cli._width("\u1100\u1161\u11ff") == 2
 
 
 def test_inspect_does_not_claim_a_layout_for_the_original_modules_header(capsys):
