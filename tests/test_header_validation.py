@@ -126,6 +126,17 @@ def test_yaml_tags_never_run(saved, tmp_path_factory, tag, where, yaml_loader):
 # ---- every field of the current format ---------------------------------------------------------
 
 
+@pytest.mark.parametrize("length, shown", [(58, "'" + "x" * 58 + "'"),
+                                           (59, "'" + "x" * 56 + "...")])
+def test_a_value_is_quoted_whole_up_to_60_characters(saved, length, shown):
+    """Messages quote a header's value by its repr, cut to 57 characters and '...' past 60
+    (helper-123: a mutant cutting one of 60 passed)."""
+    tfrecord_path, header_path, header = saved
+    write(header_path, {**header, "format": "x" * length})
+    assert_header_error(tfrecord_path, header_path,
+                        re.escape(f"field 'format': expected 'super_serial', found {shown}") + "$")
+
+
 def setter(*keys, value=None, delete=False):
     def change(header):
         node = header

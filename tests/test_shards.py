@@ -909,6 +909,19 @@ def test_saving_over_a_merged_dataset_keeps_its_parts(tmp_path):
         assert_same_elements(full.shard(2, i), load(part))
 
 
+def test_saving_over_a_merged_dataset_keeps_a_part_whose_name_differs_by_a_dot(tmp_path):
+    """Only files named as a save to the path names them are an earlier save's, to be
+    replaced: the base's '.' is a dot, not any character (helper-123: a mutant that took it
+    for any refused to merge the part, as "named as a save to" the merged path, and would have
+    removed its files)."""
+    part, tfrecord_path = str(tmp_path / "data_tfrecord"), str(tmp_path / "data.tfrecord")
+    save(tf.data.Dataset.range(5), part)
+    merge([part], tfrecord_path)
+    save(tf.data.Dataset.range(3), tfrecord_path)
+    assert_same_elements(tf.data.Dataset.range(5), load(part))
+    assert_same_elements(tf.data.Dataset.range(3), load(tfrecord_path))
+
+
 @pytest.mark.parametrize("options", [{}, {"shard_size": SHARD_SIZE}])
 def test_merging_one_part_where_an_earlier_save_left_records(tmp_path, options):
     """One part's merged header lists exactly that part's files, as a copy of its header
