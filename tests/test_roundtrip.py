@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import assert_bit_identical, assert_same_elements
+from conftest import assert_bit_identical, assert_same_elements, first_batch_records
 
 import super_serial
 from super_serial import SchemaError, SuperSerialError, core
@@ -2876,7 +2876,8 @@ def test_slices_are_cut_by_bytes_where_wide_rows_sit_together(dtype, tmp_path, m
 
 
 @pytest.mark.parametrize("cache", ["memory", "file"])
-def test_wide_rows_of_memory_do_not_warn_of_memory(cache, tmp_path, monkeypatch):
+@pytest.mark.parametrize("shape", ["flat", "matrix"])
+def test_wide_rows_of_memory_do_not_warn_of_memory(cache, shape, tmp_path, monkeypatch):
     """Rows taken out one by one from elements in memory (a cache()) are views of that memory,
     and the batch takes none of its own: the warning that memory grows with batches that size
     (and its elements_per_batch) was wrong there. A file cache reads its elements afresh for
@@ -2889,6 +2890,9 @@ def test_wide_rows_of_memory_do_not_warn_of_memory(cache, tmp_path, monkeypatch)
     monkeypatch.setattr(core, "_OVERSIZED_BATCH_BYTES", 20_000)
     dataset = generated([np.full(1_000 + i, i, np.float32) for i in range(10)],
                         tf.TensorSpec([None], tf.float32))  # 40 kB in one read
+    if shape == "matrix":  # rows beside their shapes (helper-124: a mutant missed them there)
+        dataset = generated([np.full((2, 500 + i), i, np.float32) for i in range(10)],
+                            tf.TensorSpec([None, None], tf.float32))
     dataset = dataset.cache(str(tmp_path / "cache") if cache == "file" else "")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -3380,3 +3384,218 @@ def test_original_dtypes_false_zero_size_int64_list_components_are_int64(paths):
     tfrecord, header = paths
     batched = super_serial.load(tfrecord, header, original_dtypes=False, batch_size=2)
     assert [b["b"].dtype for b in batched] == [tf.int64, tf.int64]
+
+
+# --------------------------------------------------------------------------------------------
+# How save sizes, slices and merges its reads: what helper-124's mutants of `_save_records`
+# to `_batches_for_encoding` showed no test pinned (each test failed on its mutant)
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_record_of_exactly_the_largest_size_a_reader_parses_is_saved(tmp_path, monkeypatch):
+    """Protobuf parses messages of up to 2 GiB - 1 bytes, that size included: a record of
+    exactly `_MAX_RECORD_BYTES` is written, one byte more is refused. (The limit is lowered to
+    the size of this dataset's largest record.)"""
+    dataset = tf.data.Dataset.range(3).map(lambda i: {"x": tf.range(tf.cast(i, tf.float32) * 50)})
+    largest = int(first_batch_records(dataset, 3)[1].max())
+    monkeypatch.setattr(core, "_MAX_RECORD_BYTES", largest)
+    path = str(tmp_path / "exact.tfrecord")
+    super_serial.save(dataset, path)
+    assert_same_elements(dataset, super_serial.load(path))
+    monkeypatch.setattr(core, "_MAX_RECORD_BYTES", largest - 1)
+    with pytest.raises(SchemaError, match=rf"element 2 makes a record of {largest:,} bytes"):
+        super_serial.save(dataset, str(tmp_path / "over.tfrecord"))
+
+
+def test_an_oversized_record_past_the_first_batch_is_named_by_its_index(tmp_path, monkeypatch):
+    """The element named is counted from the start of the dataset, not of its batch: here
+    each batch is one element, and the fourth is too large."""
+    monkeypatch.setattr(core, "_MAX_RECORD_BYTES", 1000)
+    sizes = tf.constant([1, 2, 3, 400, 5], tf.int64)
+    dataset = tf.data.Dataset.range(5).map(
+        lambda i: {"x": tf.zeros([tf.gather(sizes, i)], tf.float32)})
+    with pytest.raises(SchemaError, match=r"data.tfrecord: element 3 makes a record of 1,\d{3} "
+                                          r"bytes.*feature 'x' takes"):
+        super_serial.save(dataset, str(tmp_path / "data.tfrecord"), elements_per_batch=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _encoded_rows(monkeypatch, dataset, path, target) -> list:
+    """The rows of each `_encode_records` call of a save of `dataset` with slices of `target`
+    bytes; checks that the files load back as the dataset."""
+    calls, encode = [], core._encode_records
+    monkeypatch.setattr(core, "_TARGET_BATCH_BYTES", target)
+    monkeypatch.setattr(core, "_encode_records", lambda features, leaves, rows:
+                        calls.append(rows) or encode(features, leaves, rows))
+    super_serial.save(dataset, path)
+    assert_same_elements(dataset, super_serial.load(path))
+    return calls
+
+
+@pytest.mark.parametrize("rows, expected", [
+    (6, [6]),  # 1,536 bytes: less than twice the target, encoded whole
+    (8, [4, 4]),  # 2,048 bytes: sliced, each slice ending at the row that reaches 1 kB
+    (9, [4, 4, 1]),
+])
+def test_a_read_is_sliced_from_twice_the_target_at_the_rows_that_reach_it(
+        rows, expected, tmp_path, monkeypatch):
+    """`_slices`: a read of numbers is sliced only where it holds twice the target or more,
+    and a slice ends with the row that brings it to the target, exactly reached included.
+    (Rows of 256 bytes, float32; a target of 1 kB.)"""
+    dataset = tf.data.Dataset.from_tensor_slices(
+        np.arange(rows * 64, dtype=np.float32).reshape(rows, 64))
+    assert _encoded_rows(monkeypatch, dataset, str(tmp_path / "d.tfrecord"), 1024) == expected
+
+
+def test_a_sparse_batch_of_string_lists_is_encoded_whole(tmp_path, monkeypatch):
+    """`_slices` leaves batches holding a sparse tensor (lists of strings batched by
+    `sparse_batch`, over windows beside other components) whole, however many bytes the
+    numbers beside them come to: a sparse tensor cannot be cut into rows as dense ones are.
+    (A target of 1 kB; 16 rows of 256 bytes of numbers.)"""
+    elements = [{"words": np.array([b"w%d" % j for j in range(i % 4)], object),
+                 "x": np.full(64, i, np.float32)} for i in range(16)]
+    spec = {"words": tf.TensorSpec([None], tf.string), "x": tf.TensorSpec([64], tf.float32)}
+    dataset = tf.data.Dataset.from_generator(lambda: iter(elements),
+                                             output_signature=spec).cache()
+    assert _encoded_rows(monkeypatch, dataset, str(tmp_path / "d.tfrecord"), 1024) == [16]
+
+
+def test_a_batch_of_the_wrong_shape_says_the_shape_read_then_the_spec(tmp_path):
+    """`_misshapen`: TensorFlow's "expected [?,3] but got [4,4]" is said the other way round,
+    the shape read first: "read as shape [4, 4], not [None, 3]"."""
+    def element(i):
+        x = tf.numpy_function(lambda i: np.zeros([4], np.float32), [i], tf.float32)
+        x.set_shape([3])
+        return {"clip": x, "label": i}
+
+    with pytest.raises(SchemaError, match=re.escape(
+            "nothing was saved: feature 'clip': a batch of its elements read as shape [4, 4], "
+            "not [None, 3]: its element_spec gives [3]")):
+        super_serial.save(tf.data.Dataset.range(4).map(element), str(tmp_path / "d.tfrecord"))
+
+
+def test_a_list_of_strings_misshapen_beside_a_scalar_names_only_the_list(tmp_path):
+    """`sparse_batch`'s error (over windows, beside a scalar) names no component: of the
+    features, only those of unknown shape can be the one, not the scalar beside them."""
+    def element(i):
+        x = tf.numpy_function(lambda i: np.full([2, 2], b"w", object), [i], tf.string)
+        x.set_shape([None])
+        return {"words": x, "label": i}
+
+    with pytest.raises(SchemaError, match=re.escape(
+            "nothing was saved: feature 'words': an element came as shape [2, 2], where its "
+            "element_spec gives [None]")):
+        super_serial.save(tf.data.Dataset.range(4).map(element).cache(),
+                          str(tmp_path / "d.tfrecord"))
+
+
+def test_integers_count_as_the_int64_they_are_stored_as_when_sliced(tmp_path, monkeypatch):
+    """`_number_bytes`: int32 values are stored (and encoded) as int64, so counted 8 bytes
+    each: 8 rows of 32 values come to 2 kB, twice the target, and are sliced."""
+    dataset = tf.data.Dataset.from_tensor_slices(np.arange(8 * 32, dtype=np.int32).reshape(8, 32))
+    assert _encoded_rows(monkeypatch, dataset, str(tmp_path / "d.tfrecord"), 1024) == [4, 4]
+
+
+def test_ragged_rows_count_their_flat_values_through_every_level_when_sliced(
+        tmp_path, monkeypatch):
+    """`_number_bytes` of a ragged tensor of ragged rank 2: each row's flat values (64 float32,
+    256 bytes, in one inner list), not its inner lists, make its bytes."""
+    values = tf.RaggedTensor.from_nested_row_lengths(
+        np.arange(8 * 64, dtype=np.float32), [[1] * 8, [64] * 8])
+    dataset = tf.data.Dataset.from_tensor_slices({"r": values})
+    assert _encoded_rows(monkeypatch, dataset, str(tmp_path / "d.tfrecord"), 1024) == [4, 4]
+
+
+def test_ragged_rows_count_the_inner_dims_of_their_flat_values_when_sliced(
+        tmp_path, monkeypatch):
+    """`_number_bytes` of a ragged tensor whose flat values have an inner dim: each row (one
+    value of [64] float32) takes 256 bytes, not 4."""
+    values = tf.RaggedTensor.from_row_lengths(
+        np.arange(8 * 64, dtype=np.float32).reshape(8, 64), [1] * 8)
+    dataset = tf.data.Dataset.from_tensor_slices({"r": values})
+    assert _encoded_rows(monkeypatch, dataset, str(tmp_path / "d.tfrecord"), 1024) == [4, 4]
+
+
+def test_batches_beside_a_string_of_known_shape_take_at_most_beside_strings(
+        tmp_path, monkeypatch):
+    """`_read_records`: where a string component of known shape (an encoded image) sits beside
+    one of unknown shape, batches take at most `_BESIDE_STRINGS` elements, never merged into
+    more however small the elements turn out. (4 here, of 20 small cached elements.)"""
+    monkeypatch.setattr(core, "_BESIDE_STRINGS", 4)
+    elements = [{"image": np.array(b"png%d" % i, object), "boxes": np.ones([i % 3, 4], np.float32)}
+                for i in range(20)]
+    spec = {"image": tf.TensorSpec([], tf.string), "boxes": tf.TensorSpec([None, 4], tf.float32)}
+    dataset = tf.data.Dataset.from_generator(lambda: iter(elements),
+                                             output_signature=spec).cache()
+    rows = _encoded_rows(monkeypatch, dataset, str(tmp_path / "d.tfrecord"),
+                         core._TARGET_BATCH_BYTES)
+    assert rows == [4] * 5
+
+
+def test_a_read_of_exactly_merge_read_bytes_is_a_batch_by_itself(tmp_path, monkeypatch):
+    """`_Merger`: reads that come to `_MERGE_READ_BYTES` or more, that size included, are
+    encoded one by one. (Reads of 4 strings of 1 kB; the limit set to a read's bytes.)"""
+    monkeypatch.setattr(core, "_TARGET_BATCH_BYTES", 20_000)
+    monkeypatch.setattr(core, "_READ_RECORDS", 4)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {"blob": [b"%04d" % i * 250 for i in range(40)], "label": np.arange(40) % 100})
+    told, encoded = [], core._Merger.encoded
+    monkeypatch.setattr(core._Merger, "encoded", lambda self, rows, nbytes:
+                        told.append((rows, nbytes)) or encoded(self, rows, nbytes))
+    super_serial.save(dataset, str(tmp_path / "first.tfrecord"))
+    read_bytes = told[0][1]
+    assert told[0][0] == 4, told
+    told.clear()
+    monkeypatch.setattr(core, "_MERGE_READ_BYTES", read_bytes)
+    super_serial.save(dataset, str(tmp_path / "d.tfrecord"))
+    assert [rows for rows, _ in told] == [4] * 10
+    assert_same_elements(dataset, super_serial.load(str(tmp_path / "d.tfrecord")))
+
+
+def test_merged_reads_take_no_more_elements_than_a_batch_of_the_spec(tmp_path, monkeypatch):
+    """`_Merger`: small reads of strings are merged by their bytes, but into batches of at most
+    the elements a batch sized from the spec holds (here 8: blocks of 4, at most 8 a batch)."""
+    monkeypatch.setattr(core, "_READ_RECORDS", 4)
+    monkeypatch.setattr(core, "_MAX_BATCH_RECORDS", 8)
+    monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 200)
+    dataset = tf.data.Dataset.from_tensor_slices({"blob": [b"%d" % i for i in range(40)]})
+    told, encoded = [], core._Merger.encoded
+    monkeypatch.setattr(core._Merger, "encoded", lambda self, rows, nbytes:
+                        told.append(rows) or encoded(self, rows, nbytes))
+    super_serial.save(dataset, str(tmp_path / "d.tfrecord"))
+    assert told[0] == 4 and max(told) == 8 and sum(told) == 40, told
+    assert_same_elements(dataset, super_serial.load(str(tmp_path / "d.tfrecord")))
+
+
+def test_rows_taken_out_one_by_one_are_sliced_and_saved_exactly(tmp_path, monkeypatch):
+    """`_row_slice` of rows taken out one by one (`_Rows`): each slice's row splits start
+    again at 0, and the files are those of the read encoded whole."""
+    monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
+    monkeypatch.setattr(core, "_ROW_BY_ROW_BYTES", 6)
+    elements = [np.arange(i, i + 64 + i % 3, dtype=np.float32) for i in range(8)]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(elements), output_signature=tf.TensorSpec([None], tf.float32)).cache()
+    whole = tmp_path / "whole" / "d.tfrecord"
+    super_serial.save(dataset, str(whole))
+    assert _encoded_rows(monkeypatch, dataset, str(tmp_path / "d.tfrecord"), 1024) == [4, 4]
+    assert (tmp_path / "d.tfrecord").read_bytes() == whole.read_bytes()
+
+
+def test_a_file_url_in_the_way_of_a_folder_is_refused_as_a_local_path(tmp_path):
+    """`_is_local`: a file:// path is local, so the checks of local paths apply to it (here
+    a folder where the records would go)."""
+    (tmp_path / "d.tfrecord").mkdir()
+    with pytest.raises(ValueError, match="is a folder; a file goes there"):
+        super_serial.save(tf.data.Dataset.range(3), f"file://{tmp_path}/d.tfrecord")
+    assert [p.name for p in tmp_path.iterdir()] == ["d.tfrecord"]
+
+
+def test_a_sparse_component_is_sized_as_64_values_whatever_its_dense_shape(tmp_path):
+    """`_element_values`: a sparse tensor's dense shape says nothing of how many values it
+    holds, so blocks and batches are sized as for 64 of them, not for a 1,000 x 1,000 matrix
+    (which made blocks of one record)."""
+    spec = tf.SparseTensorSpec([1000, 1000], tf.float32)
+    features = core._schema_from_spec(spec)[0]
+    assert core._element_values(features[0]) == core._GUESSED_DIM
+    block, batch = core._block_and_batch_records(features, 1, 10_000)
+    assert block > 100 and batch >= block
