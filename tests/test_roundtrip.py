@@ -238,8 +238,10 @@ UNKNOWN_SHAPES = {
     "all-empty-None,None": ([None, None], [(0, 7), (3, 0), (0, 0)]),
     # one unknown dim between known ones: the number of values gives it...
     "2,None,3": ([2, None, 3], [(2, 0, 3), (2, 4, 3), (2, 1, 3)]),
-    # ...unless a known dim is 0
+    # ...unless a known dim is 0, before it too (helper-127: a mutant sizing that by its values
+    # loaded every element as (0, 0))
     "None,0": ([None, 0], [(2, 0), (0, 0), (5, 0)]),
+    "0,None": ([0, None], [(0, 3), (0, 5), (0, 0)]),
 }
 VARSHAPE_DTYPES = ["bool", "int8", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
                    "float64", "complex128", "string"]
