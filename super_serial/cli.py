@@ -668,7 +668,7 @@ def _leaf_text(leaf, ragged: bool = False, prefix: str = "") -> tuple[str, str]:
     return kind, "\n".join(line for line in text.splitlines() if line.strip())
 
 
-def _array_text(array, prefix: str = "") -> str:
+def _array_text(array, prefix: str = "", linewidth: int = 88) -> str:
     import numpy as np
 
     if array.ndim == 0 and array.dtype == object:  # array2string skips the formatter then
@@ -678,7 +678,7 @@ def _array_text(array, prefix: str = "") -> str:
     # 0.333 s apart as the same 1.7335e+09. Every option NumPy's text depends on is set:
     # main() run in a process whose NumPy prints otherwise (suppress=True: 1e-300 as 300
     # zeros; sign="+"; legacy="1.13") printed so too (helper-118).
-    with np.printoptions(precision=8, threshold=16, edgeitems=edge, linewidth=88,
+    with np.printoptions(precision=8, threshold=16, edgeitems=edge, linewidth=linewidth,
                          suppress=False, nanstr="nan", infstr="inf", sign="-",
                          floatmode="unique", legacy=False):
         return np.array2string(array, separator=" ", formatter={"object": _bytes_text},
@@ -694,8 +694,9 @@ def _ragged_text(rows, dtype) -> str:
         if len(rows) > 2 * _ROWS_SHOWN:
             items.insert(_ROWS_SHOWN, "...")
         return "[" + ", ".join(items) + "]"
-    array = np.array(rows, dtype=dtype)
-    return _array_text(array).replace("\n", " ")
+    # a row of values, never wrapped: where NumPy broke the line, a space and its indent of one
+    # made two spaces (helper-126)
+    return _array_text(np.array(rows, dtype=dtype), linewidth=sys.maxsize)
 
 
 def _ends(rows: list) -> list:

@@ -460,6 +460,33 @@ def test_counts_of_zero_are_plural(tmp_path, capsys):
     assert capsys.readouterr().out == "(0 elements in all)\n"
 
 
+def test_inspect_counts_two_shards_in_the_plural(tmp_path, capsys):
+    """"2 shards", not "2 shard" (M40)."""
+    path = str(tmp_path / "a.tfrecord")
+    super_serial.save(tf.data.Dataset.range(6), path, num_shards=2)
+    assert cli.main(["inspect", path]) == 0
+    assert "\n2 shards, layout " in capsys.readouterr().out
+
+
+def test_inspect_shows_no_total_row_for_one_shard(tmp_path, capsys):
+    """A total is shown below two or more shards only (M41)."""
+    path = str(tmp_path / "a.tfrecord")
+    super_serial.save(tf.data.Dataset.range(6), path)
+    assert cli.main(["inspect", path]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\na\.tfrecord +6 +\d+\n$", out) and "\ntotal " not in out, out
+
+
+def test_inspect_shows_counts_the_original_modules_header_lacks_as_unknown(capsys):
+    """Its header gives no record count or sizes: "?", not 0 (N05)."""
+    golden = GOLDEN / "original-module"
+    assert cli.main(["inspect", str(golden / "images.tfrecord"),
+                     "--header", str(golden / "images.header")]) == 0
+    out = capsys.readouterr().out
+    assert "; ? records; " in out, out
+    assert re.search(r"^images\.tfrecord +\? +\?$", out, re.M), out
+
+
 # ---- verify -------------------------------------------------------------------------------
 
 
@@ -550,6 +577,15 @@ def test_verify_no_progress_prints_nothing_on_stderr(tmp_path, capsys):
     assert cli.main(["verify", path, "--no-progress"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and "OK: 1 file, 3 records" in captured.out
+
+
+def test_verify_right_aligns_the_record_counts(tmp_path, capsys):
+    """The records column is right-aligned under its title, as the bytes one (M69)."""
+    path = str(tmp_path / "a.tfrecord")
+    super_serial.save(tf.data.Dataset.range(6), path, num_shards=2)
+    assert cli.main(["verify", path]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^.*-00000-of-00002 {8}3  +\d+$", out, re.M), out
 
 
 # ---- head ---------------------------------------------------------------------------------
@@ -692,6 +728,98 @@ def test_head_shortens_long_ragged_dimensions_to_three_rows_at_each_end(tmp_path
                      r"\[5\], \[6\], \[7\]\]$", out, re.M), out
     assert re.search(r"^  s +int32\[6, None\] ragged +\[\[0\], \[1\], \[2\], \[3\], "
                      r"\[4\], \[5\]\]$", out, re.M), out
+
+
+def head_lines(tmp_path, capsys, element) -> list:
+    """The lines `head` prints for a dataset of this one element."""
+    path = str(tmp_path / "d.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors(element), path)
+    assert cli.main(["head", path]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_head_says_one_element_in_the_singular(tmp_path, capsys):
+    """"(1 element in all)" (M72)."""
+    path = str(tmp_path / "d.tfrecord")
+    super_serial.save(tf.data.Dataset.range(1), path)
+    assert cli.main(["head", path]) == 0
+    assert capsys.readouterr().out.endswith("\n(1 element in all)\n")
+
+
+def test_head_aligns_the_values_after_kinds_of_different_lengths(tmp_path, capsys):
+    """The kind column is padded: values start in one column (M73)."""
+    path = str(tmp_path / "d.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors({"a": np.int64(7),
+                                                    "b": np.array([1.5, 2.5], np.float32)}), path)
+    assert cli.main(["head", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == ["  a  int64       7", "  b  float32[2]  [1.5 2.5]"], lines
+
+
+def test_head_indents_a_multi_line_value_past_the_name_column(tmp_path, capsys):
+    """The lines of a sparse or 2-D value start two columns past where the kind does (M74)."""
+    path = str(tmp_path / "d.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors(
+        {"name": tf.SparseTensor([[1]], [2.5], [3])}), path)
+    assert cli.main(["head", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:4] == ["  name  float32[3] sparse", "        indices [[1]]",
+                          "        values [2.5]"], lines
+
+
+def test_head_pads_the_name_of_a_multi_line_value(tmp_path, capsys):
+    """A sparse value's name is padded to the name column like the others' (N12)."""
+    lines = head_lines(tmp_path, capsys, {"a": tf.SparseTensor([[1]], [2.5], [3]),
+                                          "bbb": np.int64(7)})
+    assert lines[1:5] == ["  a    float32[3] sparse", "       indices [[1]]",
+                          "       values [2.5]", "  bbb  int64              7"], lines
+
+
+def test_head_prints_ragged_float32_values_as_float32(tmp_path, capsys):
+    """A ragged float32 value prints 0.1 as 0.1, not as the float64 it widens to in a Python
+    list, 0.10000000149011612 (M78)."""
+    path = str(tmp_path / "d.tfrecord")
+    super_serial.save(tf.data.Dataset.from_tensors(
+        {"r": tf.ragged.constant([[0.1], [0.2, 0.3]], dtype=tf.float32)}), path)
+    assert cli.main(["head", path]) == 0
+    out = capsys.readouterr().out
+    assert "ragged  [[0.1], [0.2 0.3]]\n" in out, out
+
+
+def test_head_drops_the_blank_lines_between_the_blocks_of_a_3d_array(tmp_path, capsys):
+    """NumPy puts a blank line between the 2-D blocks of a 3-D array (M82)."""
+    lines = head_lines(tmp_path, capsys, {"x": np.arange(8).reshape(2, 2, 2)})
+    assert lines == ["element 0", "  x  int64[2, 2, 2]", "     [[[0 1]", "       [2 3]]",
+                     "      [[4 5]", "       [6 7]]]", "(1 element in all)"], lines
+
+
+def test_head_shortens_arrays_of_more_than_16_values(tmp_path, capsys):
+    """17 values and more are shortened to three at each end (M85)."""
+    lines = head_lines(tmp_path, capsys, {"x": np.arange(17)})
+    assert lines[1] == "  x  int64[17]  [ 0  1  2 ... 14 15 16]", lines
+    lines = head_lines(tmp_path, capsys, {"x": np.arange(16)})
+    assert lines[1] == "  x  int64[16]  [ 0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15]", lines
+
+
+def test_head_keeps_a_value_of_88_columns_on_one_line(tmp_path, capsys):
+    """The value's text wraps past 88 columns, not 80 (M86)."""
+    lines = head_lines(tmp_path, capsys, {"x": np.full(14, 12345)})
+    assert lines[1] == "  x  int64[14]  [" + " ".join(["12345"] * 14) + "]", lines
+
+
+def test_head_prints_a_long_ragged_row_on_one_line(tmp_path, capsys):
+    """A ragged value is one line, however long its rows (M97), its values one space apart:
+    where NumPy had wrapped the row, the line break and the next line's indent made two
+    spaces (helper-126)."""
+    lines = head_lines(tmp_path, capsys, {"r": tf.ragged.constant([[12345678] * 14, [1]])})
+    assert lines[1] == "  r  int32[2, None] ragged  [[" + " ".join(["12345678"] * 14) + "], [1]]", (
+        lines)
+
+
+def test_head_shortens_long_strings_in_an_array_too(tmp_path, capsys):
+    """Not only a scalar string: each long string of an array is cut to 40 bytes (N14)."""
+    lines = head_lines(tmp_path, capsys, {"s": np.array([b"a" * 41, b"b"])})
+    assert lines[1] == "  s  string[2]  [b'" + "a" * 40 + "'...(41 bytes) b'b']", lines
 
 
 # ---- usage and errors ---------------------------------------------------------------------
@@ -1031,6 +1159,48 @@ def test_debug_shows_the_traceback(tmp_path):
     assert error_lines(result)[-1].endswith("none.tfrecord.header.yaml: header file not found")
 
 
+def test_the_lines_of_an_error_are_joined_with_a_space():
+    """A message of several lines is shown as one, its lines apart (M28)."""
+    assert cli._describe(ValueError("first line\n  second line\n\n")) == "first line second line"
+
+
+def test_a_delete_character_in_a_path_is_shown_escaped(tmp_path, capsys):
+    """DEL (0x7f) is a control character too (M29)."""
+    missing = str(tmp_path / "a\x7fb.tfrecord")
+    assert cli.main(["inspect", missing]) == 1
+    err = capsys.readouterr().err
+    assert "\x7f" not in err and "a\\x7fb.tfrecord" in err, err
+
+
+def test_tensorflows_errors_are_shown_without_their_op_decorations(tmp_path, capsys):
+    """An error of TensorFlow's that reaches the command (values that do not fit the header's
+    shape, met by `head`) is shown as one line without "{{function_node ...}}" or
+    "[Op:IteratorGetNext]" (M31)."""
+    path = tmp_path / "a.tfrecord"
+    super_serial.save(tf.data.Dataset.from_tensor_slices({"x": np.ones([3, 2], np.float32)}),
+                      str(path))
+    header = tmp_path / "a.tfrecord.header.yaml"
+    header.write_text(header.read_text().replace("shape: [2]", "shape: [3]"))
+    assert cli.main(["head", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "Key: x" in err, err
+    assert "[Op:" not in err and "function_node" not in err, err
+
+
+def test_help_into_a_closed_pipe_unbuffered_exits_1_quietly():
+    """With unbuffered output (`python -u`, PYTHONUNBUFFERED), --help meets the closed pipe
+    while argparse writes, not at the flush: it must still exit 1 with nothing on stderr
+    (N01)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run([sys.executable, "-u", "-m", "super_serial", "--help"],
+                                stdout=write, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (1, b""), result.stderr
+
+
 # ---- help (in-process: argparse alone, no TensorFlow work) --------------------------------
 
 
@@ -1103,6 +1273,12 @@ def test_format_characters_take_no_column_but_those_terminals_show():
     assert cli._width("\u1100\ud7b0") == 2
     assert cli._width("co\u00adop") == 5
     assert cli._width("\u0600") == 1
+
+
+def test_the_arabic_end_of_ayah_takes_a_column():
+    """U+06DD, a format character that stands before a number, is shown in a column (M53)."""
+    assert cli._width("\u06dd") == 1
+    assert cli._width("\u0600\u06dd\u070f\u08e2\u00ad") == 5
 
 
 def test_fullwidth_characters_and_final_jamo():
