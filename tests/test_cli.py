@@ -460,21 +460,18 @@ def test_counts_of_zero_are_plural(tmp_path, capsys):
     assert capsys.readouterr().out == "(0 elements in all)\n"
 
 
-def test_inspect_counts_two_shards_in_the_plural(tmp_path, capsys):
-    """"2 shards", not "2 shard" (M40)."""
-    path = str(tmp_path / "a.tfrecord")
-    super_serial.save(tf.data.Dataset.range(6), path, num_shards=2)
-    assert cli.main(["inspect", path]) == 0
-    assert "\n2 shards, layout " in capsys.readouterr().out
-
-
-def test_inspect_shows_no_total_row_for_one_shard(tmp_path, capsys):
-    """A total is shown below two or more shards only (M41)."""
-    path = str(tmp_path / "a.tfrecord")
-    super_serial.save(tf.data.Dataset.range(6), path)
-    assert cli.main(["inspect", path]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"\na\.tfrecord +6 +\d+\n$", out) and "\ntotal " not in out, out
+def test_inspect_counts_shards_and_totals_them_only_when_several(tmp_path, capsys):
+    """"2 shards", not "2 shard", and a total row under two or more shards only (helper-126's
+    M40 and M41)."""
+    for num_shards in (1, 2):
+        path = str(tmp_path / f"{num_shards}.tfrecord")
+        super_serial.save(tf.data.Dataset.range(6), path, num_shards=num_shards)
+        assert cli.main(["inspect", path]) == 0
+        out = capsys.readouterr().out
+        if num_shards == 1:
+            assert re.search(r"\n1\.tfrecord +6 +\d+\n$", out) and "\ntotal " not in out, out
+        else:
+            assert "\n2 shards, layout " in out and re.search(r"\ntotal +6 +\d+\n$", out), out
 
 
 def test_inspect_shows_counts_the_original_modules_header_lacks_as_unknown(capsys):
