@@ -207,6 +207,30 @@ TOO_FEW = "only {} could be read from it"
 TOO_MANY = f"the file holds more than {NUM}"
 
 
+@pytest.mark.parametrize("values, least", [(None, 17), (100, 416)], ids=["framing", "values"])
+def test_a_record_count_the_file_cannot_hold_fails_load_at_once(paths, values, least):
+    """A record takes 16 bytes of framing and its fixed-shape values at the least (an int64's
+    1 byte; 400 bytes of 100 float32s): a header claiming more records than the file holds so,
+    though not without the framing or the values, is refused by load, naming the file, not
+    left to fail while iterating (helper-128: a mutant counting no framing passed)."""
+    tfrecord_path, header_path = paths
+    dataset = (tf.data.Dataset.range(3) if values is None else
+               tf.data.Dataset.from_tensor_slices(tf.zeros([3, values])))
+    save(dataset, tfrecord_path, header_path)
+    size = Path(tfrecord_path).stat().st_size
+    count = size // (least - 16 if values is None else 100)  # holds them with no framing
+
+    def claim(header):
+        header["num_records"] = count
+        header["shards"][0]["num_records"] = count
+
+    edit_header(header_path, claim)
+    with pytest.raises(CorruptDataError, match="^" + re.escape(
+            f"{tfrecord_path}: {size} bytes cannot hold the {count} records of the shapes that "
+            f"{header_path} gives (at least {count * least} bytes)") + "$"):
+        load(tfrecord_path, header_path)
+
+
 @pytest.mark.parametrize("other_count, found", [
     (NUM - 1000, None), (NUM - 1, TOO_FEW.format(NUM - 1)), (NUM + 1, TOO_MANY),
     (NUM + 1100, TOO_MANY),
@@ -990,6 +1014,8 @@ def test_a_copied_pair_does_not_read_the_original_records(tmp_path, num_shards):
             call(copy)
     assert iterate(original) == 10  # the original still loads
     Path(first).unlink()  # nothing there: the files listed, in the folder given, as for a merge
+    assert iterate(copy) == 10
+    Path(first).mkdir()  # a folder of that name is no copy of the records (helper-128)
     assert iterate(copy) == 10
 
 

@@ -2140,10 +2140,13 @@ def test_file_names_load_cannot_read_back_are_refused(name, tmp_path):
                                  "\x85", " lead", "x: y", "- item"])
 def test_keys_yaml_treats_specially_round_trip(key, paths, yaml_loader):
     """Line breaks YAML folds into spaces unless escaped (NEL, LS, PS), and other keys YAML
-    would read as something else, come back as they were."""
+    would read as something else, come back as they were. Those line breaks are written
+    escaped, never raw: PyYAML writes LS and PS raw inside single quotes, which its loaders
+    read back, but a YAML 1.2 reader as the character and the indent's spaces (helper-128)."""
     dataset = tf.data.Dataset.from_tensor_slices({key: [1, 2], "other": [3.0, 4.0]})
     super_serial.save(dataset, *paths)
     text = Path(paths[1]).read_text(encoding="utf-8")
+    assert not any(c in text for c in "\x85\u2028\u2029")
     assert key in yaml.load(text, Loader=yaml_loader)["features"]
     assert_same_elements(dataset, super_serial.load(*paths))
 
@@ -2595,6 +2598,8 @@ def test_invalid_options_in_load(option, bad, paths):
 @pytest.mark.parametrize("options, refused", [
     ({"seed": 3}, "seed is the seed of shuffle_files=True's shuffle, and does nothing"),
     ({"seed": 3, "shuffle_files": False}, "seed is the seed of shuffle_files=True's shuffle"),
+    ({"seed": 0}, "seed is the seed of shuffle_files=True's shuffle"),  # not let through as
+    ({"seed": np.int64(0)}, "seed is the seed of shuffle_files=True's shuffle"),  # falsy
     ({"drop_remainder": True}, "drop_remainder=True drops the last batch of batch_size="),
 ])
 def test_options_that_would_do_nothing_in_load(options, refused, paths):

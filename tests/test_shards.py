@@ -1088,6 +1088,23 @@ def test_a_header_of_many_values_on_few_lines_is_refused_before_yaml_reads_it(
         read_header(str(header_path))
 
 
+@pytest.mark.parametrize("limit", ["_MAX_HEADER_BYTES", "_MAX_HEADER_VALUES"])
+def test_a_header_exactly_at_its_limit_is_written_and_read(paths, monkeypatch, limit):
+    """load reads a header of exactly as many bytes (or values) as its limits, so save writes
+    one, and refuses one past them (helper-128: mutants refusing one at the limit passed)."""
+    tfrecord_path, header_path = paths
+    save(features_label(), tfrecord_path, header_path, num_shards=2)
+    text = Path(header_path).read_bytes()
+    at = len(text) if limit == "_MAX_HEADER_BYTES" else core._values_at_most(text)
+    monkeypatch.setattr(core, limit, at)
+    save(features_label(), tfrecord_path, header_path, num_shards=2)  # the same header again
+    assert Path(header_path).read_bytes() == text
+    assert_same_elements(features_label(), load(tfrecord_path, header_path))
+    monkeypatch.setattr(core, limit, at - 1)
+    with pytest.raises(SchemaError, match="nothing was written"):
+        save(features_label(), tfrecord_path, header_path, num_shards=2)
+
+
 def test_a_header_past_its_limit_is_not_written(tmp_path, paths, monkeypatch):
     """What load cannot read back, save and merge do not write: a save then failed only on
     its first load. The limit is lowered here to the size of a header of a few shards."""
