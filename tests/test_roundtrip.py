@@ -385,13 +385,17 @@ def test_flat_rows_of_numbers_are_joined_into_the_files_decoding_writes(case, so
     assert files["joined"] == files["decoded"]
 
 
-def test_a_read_of_narrow_rows_is_decoded_whole_despite_a_wide_one(tmp_path, monkeypatch):
-    """Whether a read's rows are wide is told by four rows spread over it, not by its first:
-    one wide row first made a read of 8,192 narrow rows, taken out one by one, 10 times as
-    slow to save."""
+@pytest.mark.parametrize("wide", [(0, 3), (13, 26)], ids=["first", "between"])
+def test_a_read_of_narrow_rows_is_decoded_whole_despite_a_wide_one(tmp_path, monkeypatch, wide):
+    """Whether a read's rows are wide is told by four rows spread over it (of 40: rows 0, 13,
+    26 and 39, the lower of their middle two), not by its first: one wide row first made a
+    read of 8,192 narrow rows, taken out one by one, 10 times as slow to save. Two wide ones
+    of the four are not enough either (helper-129: a mutant that left out the last row took
+    the read apart)."""
     monkeypatch.setattr(core, "_ROW_BY_ROW_VALUES", 6)
     # [None, 1]: read through the flattening map, as lists of numbers are
-    shapes = [(50, 1), (1, 1), (1, 1), (9, 1)] + [(1, 1)] * 36  # looked at: 50, 1, 1, 1 values
+    shapes = [(1, 1)] * 40
+    shapes[wide[0]], shapes[wide[1]] = (50, 1), (9, 1)
     dataset = generated([make_values("float32", shape, i) for i, shape in enumerate(shapes)],
                         tf.TensorSpec([None, 1], tf.float32)).cache()
     taken_apart, one_by_one = [], core._rows_one_by_one
@@ -3394,8 +3398,9 @@ def test_original_dtypes_false_zero_size_int64_list_components_are_int64(paths):
 
 
 # --------------------------------------------------------------------------------------------
-# How save sizes, slices and merges its reads: what helper-124's mutants of `_save_records`
-# to `_batches_for_encoding` showed no test pinned (each test failed on its mutant)
+# How save sizes, slices, merges and reads its batches: what helper-124's mutants of
+# `_save_records` to `_batches_for_encoding`, and helper-129's of `_save_pipeline` to `_rows`,
+# showed no test pinned (each test failed on its mutant)
 # --------------------------------------------------------------------------------------------
 
 
@@ -3606,3 +3611,68 @@ def test_a_sparse_component_is_sized_as_64_values_whatever_its_dense_shape(tmp_p
     assert core._element_values(features[0]) == core._GUESSED_DIM
     block, batch = core._block_and_batch_records(features, 1, 10_000)
     assert block > 100 and batch >= block
+
+
+def test_a_path_upstream_that_stops_does_not_end_the_search_of_the_others(paths):
+    """`_any_upstream` passes over a dataset that `stop` holds for and goes on with the other
+    inputs of a zip: a mutant that returned False there missed a batch of ragged rows zipped
+    before a dataset made anew (popped first), and save's batch then failed on the last,
+    shorter batch; likewise a costly map zipped before a cache."""
+    rows = tf.ragged.constant([[1], [2, 3], [4], [], [5, 6, 7]], tf.int32)
+    batched = tf.data.Dataset.from_tensor_slices(rows).batch(2)  # a last batch of 1
+    made = tf.data.Dataset.from_tensor_slices(tf.range(3))
+    for dataset in (tf.data.Dataset.zip((batched, made)), tf.data.Dataset.zip((made, batched))):
+        assert core._ragged_may_come_as_rows(dataset)
+    costly = tf.data.Dataset.range(3).map(lambda x: tf.range(x))
+    cached = tf.data.Dataset.range(3).cache()
+    for dataset in (tf.data.Dataset.zip((costly, cached)), tf.data.Dataset.zip((cached, costly))):
+        assert core._costly_elements(dataset)
+    dataset = tf.data.Dataset.zip((batched, made))
+    super_serial.save(dataset, *paths)
+    assert_same_elements(dataset, super_serial.load(*paths))
+
+
+def test_lists_of_strings_of_two_dims_are_not_sparse_batched(paths):
+    """Only `[None]` lists of strings go to `sparse_batch`: its op keeps a row's dims in 16
+    bits, and refused an element of 131,072 rows of 1 string (a mutant that let `[None, 1]`
+    through raised DataLossError 'Input element had shape ([0,2])')."""
+    x = np.array([b"a"] * 131072, object).reshape(131072, 1)
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter([x, x[:3]]), output_signature=tf.TensorSpec([None, 1], tf.string)).cache()
+    assert not core._sparse_batches(core._schema_from_spec(dataset.element_spec)[0])
+    super_serial.save(dataset, *paths)
+    assert [tuple(e.shape) for e in super_serial.load(*paths)] == [(131072, 1), (3, 1)]
+
+
+def test_lists_of_strings_beside_other_shapes_of_unknown_dims_are_not_sparse_batched(paths):
+    """Lists of strings go to `sparse_batch` (windows) only when all dense components of
+    unknown shape are such lists: beside `[None, 1]` numbers, an element of 131,072 rows of
+    them overflowed the op's 16-bit dims (a mutant that asked for any raised DataLossError)."""
+    x = np.zeros([131072, 1], np.float32)
+
+    def elements():
+        yield {"s": np.array([b"x"], object), "x": x}
+        yield {"s": np.array([b"y", b"z"], object), "x": x[:3]}
+
+    dataset = tf.data.Dataset.from_generator(elements, output_signature={
+        "s": tf.TensorSpec([None], tf.string),
+        "x": tf.TensorSpec([None, 1], tf.float32)}).cache()
+    assert not core._sparse_batches(core._schema_from_spec(dataset.element_spec)[0])
+    super_serial.save(dataset, *paths)
+    loaded = list(super_serial.load(*paths))
+    assert [tuple(e["x"].shape) for e in loaded] == [(131072, 1), (3, 1)]
+    assert [e["s"].numpy().tolist() for e in loaded] == [[b"x"], [b"y", b"z"]]
+
+
+def test_ragged_components_of_nested_rows_beside_batched_ones_save(paths):
+    """With a batch upstream (`_ragged_may_come_as_rows`), the flattening map decodes each
+    ragged component whatever it came as (`input_ragged_rank=-1`: a variant for each row of a
+    batch, or one of a dataset made anew) and makes it one variant with all its row splits.
+    Mutants that decoded every component as rows (`input_ragged_rank=0`) or kept only the
+    outer splits failed to save it (InvalidArgumentError)."""
+    rows = tf.ragged.constant([[[1], [2, 3]], [[4]], [], [[5], [], [6, 7]], [[8]]], tf.int32)
+    made = tf.data.Dataset.from_tensor_slices(rows)  # elements of ragged rank 1
+    dataset = tf.data.Dataset.zip((made.batch(2), made))  # ragged rank 2; a last batch of 1
+    assert core._ragged_may_come_as_rows(dataset)
+    super_serial.save(dataset, *paths)
+    assert_same_elements(dataset, super_serial.load(*paths))
