@@ -194,10 +194,8 @@ def rewrite_records(path, header_path, records: list, shard: int = 0, compressio
 def example(features: dict) -> bytes:
     """A serialized tf.train.Example of these features, each a list (or array) of values stored
     as the original module stored them: floats in a FloatList, integers and bools in an
-    Int64List, bytes in a BytesList. A tf.train.Feature is taken as it is."""
+    Int64List, bytes in a BytesList."""
     def feature(values):
-        if isinstance(values, tf.train.Feature):
-            return values
         array = np.asarray(values).ravel()
         if array.dtype.kind == "f":
             return tf.train.Feature(float_list=tf.train.FloatList(value=array.tolist()))
