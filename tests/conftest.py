@@ -88,6 +88,19 @@ def first_batch_records(dataset: tf.data.Dataset, rows: int) -> tuple:
     return core._encode_records(features, leaves, rows)
 
 
+def spy(monkeypatch, name: str, note=lambda *args: args, owner=core) -> list:
+    """Wraps `owner.<name>` (a function of the core, by default) so that each call is noted
+    (what `note` makes of its arguments) in the list returned, then made as it was."""
+    calls, real = [], getattr(owner, name)
+
+    def spied(*args):
+        calls.append(note(*args))
+        return real(*args)
+
+    monkeypatch.setattr(owner, name, spied)
+    return calls
+
+
 def assert_same_elements(expected: tf.data.Dataset, actual: tf.data.Dataset):
     """Same element_spec, same number of elements, bit-identical values in the same order."""
     assert actual.element_spec == expected.element_spec, (

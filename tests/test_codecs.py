@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_bit_identical, first_batch_records, reference_varint
+from conftest import assert_bit_identical, first_batch_records, reference_varint, spy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -76,19 +76,6 @@ def _roundtrip(dataset: tf.data.Dataset, **save_kwargs) -> list:
         loaded = super_serial.load(path)
         assert loaded.element_spec == dataset.element_spec
         return list(loaded)
-
-
-def _spy(monkeypatch, name: str, note=lambda *args: args) -> list:
-    """Wraps `core.<name>` so that each call is noted (what `note` makes of its arguments) in
-    the list returned, then made as it was."""
-    calls, real = [], getattr(core, name)
-
-    def spied(*args):
-        calls.append(note(*args))
-        return real(*args)
-
-    monkeypatch.setattr(core, name, spied)
-    return calls
 
 
 def _assert_same(expected: tf.data.Dataset, got: list):
@@ -253,7 +240,7 @@ def test_varints_below_the_table_size_are_looked_up(monkeypatch, dtype):
     """Values below `_VARINT_TABLE` (every one of them, across slices) take their varints from
     `_varint_table`, the same bytes as the reference; from `_VARINT_TABLE` up, words are built."""
     monkeypatch.setattr(core, "_TABLE_SLICE", 1000)
-    built = _spy(monkeypatch, "_word_varints", lambda values, most: most)
+    built = spy(monkeypatch, "_word_varints", lambda values, most: most)
     values = np.arange(core._VARINT_TABLE, dtype=dtype)[::-1]
     data, lengths = core._varints(values)
     expected = [reference_varint(v) for v in values.tolist()]
@@ -309,7 +296,7 @@ def test_varints_of_one_length_are_laid_out_at_once(monkeypatch, dtype, most):
     slice boundaries. One shorter value among them, or values below `_VARINT_TABLE`, go the
     other ways."""
     monkeypatch.setattr(core, "_UNIFORM_SLICE", 7)
-    uniform = _spy(monkeypatch, "_uniform_varints", lambda values, most: most)
+    uniform = spy(monkeypatch, "_uniform_varints", lambda values, most: most)
     info = np.iinfo(dtype)
     if most == 10:  # negative, or from 2**63
         ends = ([-1, int(info.min), int(info.min) // 3] if info.min < 0
@@ -331,7 +318,7 @@ def test_varints_of_one_length_are_laid_out_at_once(monkeypatch, dtype, most):
 
 def test_varints_below_the_table_are_not_laid_out_at_once(monkeypatch):
     """Values that all take 3 bytes but stay below `_VARINT_TABLE` are looked up in the table."""
-    called = _spy(monkeypatch, "_uniform_varints")
+    called = spy(monkeypatch, "_uniform_varints")
     values = np.arange(1 << 14, core._VARINT_TABLE, 997, dtype=np.int64)
     data, _ = core._varints(values)
     assert np.asarray(data).tobytes() == b"".join(map(reference_varint, values.tolist()))
@@ -684,7 +671,7 @@ def test_integers_from_the_table_size_go_through_tensorflow(monkeypatch, count):
     differ in length are encoded by encode_proto; fewer, or values all in the table or all of
     one length, by NumPy. The bytes are the same either way."""
     monkeypatch.setattr(core, "_PROTO_VALUES", 3)
-    calls = _spy(monkeypatch, "_proto_varints", lambda values, size: values.size)
+    calls = spy(monkeypatch, "_proto_varints", lambda values, size: values.size)
     rng = np.random.default_rng(count)
     cases = {"mixed": rng.integers(-2**63, 2**63 - 1, count, np.int64),
              "from the table": np.arange(count) % 2 * core._VARINT_TABLE,
@@ -733,7 +720,7 @@ def test_large_integers_go_through_tensorflow_on_every_path(monkeypatch, tmp_pat
     NumPy fewer, those whose values all have their varints in `_varint_table`, and those whose
     varints all have one length (`_uniform_varints`)."""
     monkeypatch.setattr(core, "_PROTO_VALUES", 100)
-    calls = _spy(monkeypatch, "_proto_varints", lambda values, size: size)
+    calls = spy(monkeypatch, "_proto_varints", lambda values, size: size)
     batch = np.arange(3 * 128).reshape(3, 128) * 1000  # to 2**19 (and negative)
     batch[0, 0] = -1
     varying = tf.data.Dataset.from_generator(
@@ -858,8 +845,8 @@ def test_lists_of_long_strings_roundtrip(monkeypatch, tmp_path):
     """Lists of long strings (varying, fixed, ragged, beside an image and an id) are written
     as they are, in records that are the Examples protobuf writes, and load back, sharded and
     compressed too; encode_proto, which copies them four times, gets none of them."""
-    made = _spy(monkeypatch, "_string_lists", lambda strings, *rest: len(strings))
-    encoded = _spy(monkeypatch, "_tf_lists")
+    made = spy(monkeypatch, "_string_lists", lambda strings, *rest: len(strings))
+    encoded = spy(monkeypatch, "_tf_lists")
     rng = np.random.default_rng(6)
     blob = rng.bytes(40_000)
 

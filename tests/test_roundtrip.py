@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import assert_bit_identical, assert_same_elements, first_batch_records
+from conftest import assert_bit_identical, assert_same_elements, first_batch_records, spy
 
 import super_serial
 from super_serial import SchemaError, SuperSerialError, core
@@ -2803,10 +2803,7 @@ def test_elements_per_batch_writes_the_same_files(name, elements_per_batch, num_
     default.mkdir()
     small.mkdir()
     super_serial.save(dataset, str(default / "d.tfrecord"), num_shards=num_shards)
-    rows = []
-    encode = super_serial.core._encode_records
-    monkeypatch.setattr(super_serial.core, "_encode_records",
-                        lambda features, leaves, n: rows.append(n) or encode(features, leaves, n))
+    rows = spy(monkeypatch, "_encode_records", lambda features, leaves, n: n)
     header = super_serial.save(dataset, str(small / "d.tfrecord"), num_shards=num_shards,
                                elements_per_batch=elements_per_batch)
     monkeypatch.undo()
@@ -3132,9 +3129,7 @@ def test_merged_reads_deal_the_same_blocks_to_shards(tmp_path, monkeypatch):
     monkeypatch.setattr(super_serial.core, "_block_and_batch_records",  # blocks of 5, reads of 4
                         lambda features, shards, cardinality: (5, 80))
     dataset = _clips_dataset(90, 3)
-    rows, encode = [], super_serial.core._encode_records
-    monkeypatch.setattr(super_serial.core, "_encode_records", lambda features, leaves, n: (
-        rows.append(n) or encode(features, leaves, n)))
+    rows = spy(monkeypatch, "_encode_records", lambda features, leaves, n: n)
     merged, single = tmp_path / "merged", tmp_path / "single"
     super_serial.save(dataset, str(merged / "d.tfrecord"), num_shards=3)
     assert rows[0] == 4 and max(rows) > 5 and sum(rows) == 90, rows  # merged across blocks
@@ -3435,10 +3430,8 @@ def test_an_oversized_record_past_the_first_batch_is_named_by_its_index(tmp_path
 def _encoded_rows(monkeypatch, dataset, path, target) -> list:
     """The rows of each `_encode_records` call of a save of `dataset` with slices of `target`
     bytes; checks that the files load back as the dataset."""
-    calls, encode = [], core._encode_records
     monkeypatch.setattr(core, "_TARGET_BATCH_BYTES", target)
-    monkeypatch.setattr(core, "_encode_records", lambda features, leaves, rows:
-                        calls.append(rows) or encode(features, leaves, rows))
+    calls = spy(monkeypatch, "_encode_records", lambda features, leaves, rows: rows)
     super_serial.save(dataset, path)
     assert_same_elements(dataset, super_serial.load(path))
     return calls
@@ -3551,9 +3544,8 @@ def test_a_read_of_exactly_merge_read_bytes_is_a_batch_by_itself(tmp_path, monke
     monkeypatch.setattr(core, "_READ_RECORDS", 4)
     dataset = tf.data.Dataset.from_tensor_slices(
         {"blob": [b"%04d" % i * 250 for i in range(40)], "label": np.arange(40) % 100})
-    told, encoded = [], core._Merger.encoded
-    monkeypatch.setattr(core._Merger, "encoded", lambda self, rows, nbytes:
-                        told.append((rows, nbytes)) or encoded(self, rows, nbytes))
+    told = spy(monkeypatch, "encoded", lambda self, rows, nbytes: (rows, nbytes),
+               owner=core._Merger)
     super_serial.save(dataset, str(tmp_path / "first.tfrecord"))
     read_bytes = told[0][1]
     assert told[0][0] == 4, told
@@ -3571,9 +3563,7 @@ def test_merged_reads_take_no_more_elements_than_a_batch_of_the_spec(tmp_path, m
     monkeypatch.setattr(core, "_MAX_BATCH_RECORDS", 8)
     monkeypatch.setattr(core, "_TARGET_BLOCK_BYTES", 200)
     dataset = tf.data.Dataset.from_tensor_slices({"blob": [b"%d" % i for i in range(40)]})
-    told, encoded = [], core._Merger.encoded
-    monkeypatch.setattr(core._Merger, "encoded", lambda self, rows, nbytes:
-                        told.append(rows) or encoded(self, rows, nbytes))
+    told = spy(monkeypatch, "encoded", lambda self, rows, nbytes: rows, owner=core._Merger)
     super_serial.save(dataset, str(tmp_path / "d.tfrecord"))
     assert told[0] == 4 and max(told) == 8 and sum(told) == 40, told
     assert_same_elements(dataset, super_serial.load(str(tmp_path / "d.tfrecord")))
