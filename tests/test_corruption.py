@@ -207,8 +207,9 @@ TOO_FEW = "only {} could be read from it"
 TOO_MANY = f"the file holds more than {NUM}"
 
 
-@pytest.mark.parametrize("values, least", [(None, 17), (100, 416)], ids=["framing", "values"])
-def test_a_record_count_the_file_cannot_hold_fails_load_at_once(paths, values, least):
+@pytest.mark.parametrize("values, least, claimed", [(None, 17, 1), (100, 416, 100)],
+                         ids=["framing", "values"])
+def test_a_record_count_the_file_cannot_hold_fails_load_at_once(paths, values, least, claimed):
     """A record takes 16 bytes of framing and its fixed-shape values at the least (an int64's
     1 byte; 400 bytes of 100 float32s): a header claiming more records than the file holds so,
     though not without the framing or the values, is refused by load, naming the file, not
@@ -218,7 +219,7 @@ def test_a_record_count_the_file_cannot_hold_fails_load_at_once(paths, values, l
                tf.data.Dataset.from_tensor_slices(tf.zeros([3, values])))
     save(dataset, tfrecord_path, header_path)
     size = Path(tfrecord_path).stat().st_size
-    count = size // (least - 16 if values is None else 100)  # holds them with no framing
+    count = size // claimed  # records of `claimed` bytes each fit, of `least` do not
 
     def claim(header):
         header["num_records"] = count
