@@ -1110,6 +1110,22 @@ def test_output_onto_a_full_disk_is_one_error_line(saved, command, unbuffered):
         "super-serial: error: standard output: No space left on device"]
 
 
+@pytest.mark.parametrize("error, raised", [
+    (OSError(28, "No space left on device"), cli._OutputError),
+    (BrokenPipeError(32, "Broken pipe"), BrokenPipeError)])
+def test_a_flush_that_fails_is_told_as_a_write_that_fails(error, raised):
+    """Output held in a buffer fails at the flush, not at the write: that flush's error is
+    the full disk's one line too (every command's output met it at a write first)."""
+    class Held(io.StringIO):
+        def flush(self):
+            raise error
+
+    output = cli._GuardedOutput(Held())
+    assert output.write("held") == 4
+    with pytest.raises(raised, match="No space left on device|Broken pipe"):
+        output.flush()
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
 @pytest.mark.parametrize("command", [["--help"], ["verify", "--help"]])
 @pytest.mark.parametrize("unbuffered", [False, True])
