@@ -547,7 +547,15 @@ def _schema_from_spec(element_spec) -> tuple[list[_Feature], Any, tuple]:
             return {k: visited[k] for k in plain}  # the dict in its own order, for load
         if isinstance(spec, tuple):
             if _is_namedtuple(spec):
-                namedtuples.append(_NamedTuple(path, type(spec).__name__, tuple(spec._fields)))
+                name, fields = type(spec).__name__, tuple(spec._fields)
+                problem = _namedtuple_problem(name, fields)
+                if not problem and len(fields) != len(spec):
+                    problem = "fields", f"{len(fields)} fields for a tuple of {len(spec)}"
+                if problem:  # (load's check of the header named only its entry's field)
+                    raise SchemaError(f"{where}: load could not give back its namedtuple type "
+                                      f"{_short(name)} ({problem[1]}); use a "
+                                      "collections.namedtuple, a plain tuple or a dict")
+                namedtuples.append(_NamedTuple(path, name, fields))
             return [visit(s, path + (i,)) for i, s in enumerate(spec)]
         if isinstance(spec, _NoneSpec):  # no tensor: the header's structure holds the None
             return None
@@ -573,6 +581,24 @@ def _is_namedtuple(value) -> bool:
     fields = getattr(type(value), "_fields", None)
     return isinstance(value, tuple) and isinstance(fields, tuple) and all(
         isinstance(f, str) for f in fields)
+
+
+def _namedtuple_problem(name, fields: list | tuple) -> tuple[str, str] | None:
+    """Why `_namedtuple_type` cannot make a type of this name and fields (as save found them
+    or a header lists them): the entry's field at fault ("name" or "fields") and what is
+    wrong; None where it can."""
+    if not _python_name(name):
+        return "name", f"{_short(name)} cannot name a namedtuple"
+    for index, item in enumerate(fields):
+        if not _python_name(item) or item.startswith("_") and item != f"_{index}":
+            return "fields", f"{_short(item)} cannot name a namedtuple's field"
+    if len(set(fields)) != len(fields):
+        return "fields", "a field is named twice"
+    try:  # as load makes it: Python reads names as NFKC, so "\ufb01" and "fi" clash
+        _namedtuple_type(name, tuple(fields))
+    except (SyntaxError, ValueError, TypeError) as e:
+        return "fields", f"no namedtuple type has these fields ({e})"
+    return None
 
 
 def _tuple_paths(node, path: tuple) -> list:
@@ -642,8 +668,14 @@ def _feature_from_spec(spec, path) -> _Feature:
         ragged_rank = 0
     else:
         kind, todo = type(spec).__name__, ""
-        if hasattr(spec, "_fields") or isinstance(spec, list):
+        # Structures tf.nest flattens but tf.data's save cannot write either: a list (of a
+        # spec made by hand), an attrs class, a custom nest (`__tf_flatten__`)
+        if (hasattr(spec, "_fields") or isinstance(spec, list) or hasattr(spec, "__tf_flatten__")
+                or hasattr(type(spec), "__attrs_attrs__")):
             kind = f"{kind} (use a dict or a tuple)"
+        elif isinstance(spec, tf.TypeSpec) and isinstance(getattr(spec, "value_type", None), type) \
+                and issubclass(spec.value_type, tf.experimental.ExtensionType):
+            kind = f"{kind} (an extension type: save its tensors in a dict or a tuple)"
         elif kind in _UNSUPPORTED_HINTS:
             what, todo = _UNSUPPORTED_HINTS[kind]
             kind, todo = f"{kind} ({what})", f": {todo}"
@@ -1193,14 +1225,9 @@ class _HeaderParser:
             path = self.get(entry, "path", f"{field}.path", list)
             name = self.get(entry, "name", f"{field}.name", str)
             fields = self.get(entry, "fields", f"{field}.fields", list)
-            if not _python_name(name):
-                self.fail(f"{field}.name", f"{_short(name)} cannot name a namedtuple")
-            for index, item in enumerate(fields):
-                if not _python_name(item) or item.startswith("_") and item != f"_{index}":
-                    self.fail(f"{field}.fields", f"{_short(item)} cannot name a namedtuple's "
-                                                 "field")
-            if len(set(fields)) != len(fields):
-                self.fail(f"{field}.fields", "a field is named twice")
+            problem = _namedtuple_problem(name, fields)
+            if problem:
+                self.fail(f"{field}.{problem[0]}", problem[1])
             node = structure
             for step in path:
                 if isinstance(node, dict) and isinstance(step, str) and step in node:
@@ -1215,10 +1242,6 @@ class _HeaderParser:
             if len(fields) != len(node):
                 self.fail(f"{field}.fields", f"{len(fields)} fields for a tuple of "
                                              f"{len(node)} in 'structure'")
-            try:  # as load makes it: Python reads names as NFKC, so "\ufb01" and "fi" clash
-                _namedtuple_type(name, tuple(fields))
-            except (SyntaxError, ValueError, TypeError) as e:
-                self.fail(f"{field}.fields", f"no namedtuple type has these fields ({e})")
             out.append(_NamedTuple(tuple(path), name, tuple(fields)))
         if len({n.path for n in out}) != len(out):
             self.fail("namedtuples", "a path is listed twice")
