@@ -462,8 +462,9 @@ def _fspath(path, name: str) -> str:
     FileNotFoundError naming it where it is relative and the working folder was deleted (a bare
     "No such file or directory" from `os.getcwd` otherwise, naming neither)."""
     if isinstance(path, (tf.Tensor, tf.Variable)):  # inside a tf.function, say
-        raise TypeError("paths must be Python strings or path-like objects, not tensors: the "
-                        f"header is read while the pipeline is built; got {path!r}")
+        raise TypeError(f"{name} must be a str, bytes or os.PathLike object, not a tensor "
+                        "(super_serial opens its files in Python: load, while it builds the "
+                        f"pipeline); got {path!r}")
     try:
         path = os.fspath(path)
     except TypeError:
@@ -3076,8 +3077,16 @@ def _same_place(a: str, b: str) -> bool:
 
 
 def _place(path: str) -> str:
-    """The place `path` names, as `_same_place` compares them: resolved where local."""
-    return os.path.realpath(_local(path)) if _is_local(path) else path
+    """The place `path` names, as `_same_place` compares them: resolved where local (where
+    Python's file system encoding can name it: no file of it is Python's to resolve in an
+    ASCII locale, where load and verify of a missing one, which only TensorFlow opens,
+    failed with a UnicodeEncodeError naming nothing)."""
+    if not _is_local(path):
+        return path
+    try:
+        return os.path.realpath(_local(path))
+    except UnicodeError:
+        return os.path.abspath(_local(path))
 
 
 def _dirname(path: str) -> str:
