@@ -9,7 +9,8 @@ vary: batch's equivalent for them, with no function for each element.
 both sides alike: it would measure itself more than the loaders.) Prints medians and the ratios
 super_serial / tf.data (<= 1.0 is better), also for ``load(..., batch_size=512)`` against what
 gives the same batches: ``tf.data.Dataset.load`` with ``.batch(512)``, or
-``.ragged_batch(512)`` where dense shapes vary. Each timed operation starts after a pause of
+``.ragged_batch(512)`` where dense shapes vary. Each repeat rotates which of them goes first.
+Each timed operation starts after a pause of
 ``--settle`` seconds, and each save writes where nothing is (the last one's files removed
 before the clock), as in bench.py.
 
@@ -201,8 +202,16 @@ def measure(dataset, varying: bool, work: Path, repeats: int, settle: float = 0.
         run()
     check(dataset, super_serial.load(ours))  # and the data checked, value for value
     check(dataset, super_serial.load(ours, batch_size=512).unbatch())
-    for _ in range(repeats):
-        for name, run in runs.items():
+    saves = [name for name in runs if name.startswith("save ")]
+    loads = [name for name in runs if name not in saves]
+    for repeat in range(repeats):
+        # Who goes first rotates, the saves before the loads that read them: in a fixed
+        # order super_serial's save always came after the last repeat's loads, and
+        # tf.data's always right after super_serial's
+        order = [names[repeat % len(names):] + names[:repeat % len(names)]
+                 for names in (saves, loads)]
+        for name in order[0] + order[1]:
+            run = runs[name]
             fresh.get(name, lambda: None)()
             time.sleep(settle)
             start = time.perf_counter()
