@@ -4536,9 +4536,11 @@ def _remove_dead_temporaries(tfrecord_path: str, header_path: str, names: list):
                 dead[token] = _dead_claim(_temp_name(tfrecord_path, token, ".claim"))
             if not dead[token] or index == ".claim":  # the claim went with the verdict
                 continue
-            if index == ".old" and _temporary_of(name, header_path):
-                # The header it replaced, moved aside: the record files that header listed
-                # and no save lists now (their save was killed before it removed them)
+            if index == "" or index == ".old" and _temporary_of(name, header_path):
+                # A header: the one it replaced, moved aside, whose record files no save lists
+                # now (their save was killed before it removed them); or its own, not yet in
+                # place (the header goes last), whose record files it may have put in place,
+                # under names no temporary's name gives away (helper-135)
                 for stale in _listed_record_files(_join(where, name), tfrecord_path,
                                                   header_path) - set(names):
                     _remove_regular(_join(folder, stale))

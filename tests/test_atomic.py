@@ -1787,6 +1787,51 @@ def test_a_killed_saves_old_header_removes_none_of_the_files_the_next_save_wrote
     assert_same_elements(wide(30), load(tfrecord_path))
 
 
+def killed_among_its_renames(folder, placed: int) -> tuple[str, tf.data.Dataset]:
+    """What a save of three shards over one file (`folder`/data.tfrecord, saved here), killed
+    after `placed` of its record files' renames, leaves: its claim, the old header moved
+    aside, its own header under its temporary name, and its record files, those placed under
+    their own names and the rest under their temporaries'. The records path, and the
+    dataset the killed save was saving."""
+    tfrecord_path = str(folder / "data.tfrecord")
+    header_path = tfrecord_path + ".header.yaml"
+    save(wide(30), tfrecord_path)
+    killed, elsewhere = wide(9, offset=2.0), folder / "elsewhere"
+    elsewhere.mkdir()
+    save(killed, str(elsewhere / "data.tfrecord"), num_shards=3)
+    Path(core._temp_name(tfrecord_path, DEAD, ".claim")).write_bytes(b"")
+    os.rename(header_path, core._temp_name(header_path, DEAD, ".old"))
+    os.rename(elsewhere / "data.tfrecord.header.yaml", core._temp_name(header_path, DEAD))
+    for i in range(3):
+        name = f"data.tfrecord-0000{i}-of-00003"
+        os.rename(elsewhere / name, folder / name if i < placed
+                  else core._temp_name(tfrecord_path, DEAD, i))
+    return tfrecord_path, killed
+
+
+def test_record_files_a_killed_save_had_put_in_place_are_removed_by_the_next_save(tmp_path):
+    """A save killed among its renames, some of its record files in place under their own
+    names (the header goes last), left those for good: the next save of other names removed
+    the killed save's temporaries, claim and old header, and nothing listed them but its own
+    header, still under its temporary name (helper-135)."""
+    tfrecord_path, _ = killed_among_its_renames(tmp_path, placed=2)
+    save(wide(4, offset=1.0), tfrecord_path, num_shards=2)
+    assert sorted(os.listdir(tmp_path)) == [
+        "data.tfrecord-00000-of-00002", "data.tfrecord-00001-of-00002",
+        "data.tfrecord.header.yaml", "elsewhere"]
+    assert_same_elements(wide(4, offset=1.0), load(tfrecord_path))
+
+
+def test_a_killed_saves_own_header_removes_none_of_the_files_the_next_save_wrote(tmp_path):
+    """The same dataset saved again after the kill writes the files the killed save's header
+    lists, of the sizes it gives: they are the new save's, and stay."""
+    tfrecord_path, killed = killed_among_its_renames(tmp_path, placed=1)
+    save(killed, tfrecord_path, num_shards=3)
+    assert sorted(os.listdir(tmp_path)) == [f"data.tfrecord-0000{i}-of-00003" for i in range(3)
+                                            ] + ["data.tfrecord.header.yaml", "elsewhere"]
+    assert_same_elements(killed, load(tfrecord_path))
+
+
 DEAD = "0123456789ab"  # the token of a save that was killed, in its temporaries' names
 
 
