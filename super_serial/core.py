@@ -674,8 +674,8 @@ def _feature_from_spec(spec, path) -> _Feature:
         if (hasattr(spec, "_fields") or isinstance(spec, list) or hasattr(spec, "__tf_flatten__")
                 or hasattr(type(spec), "__attrs_attrs__")):
             kind = f"{kind} (use a dict or a tuple)"
-        elif isinstance(spec, tf.TypeSpec) and isinstance(getattr(spec, "value_type", None), type) \
-                and issubclass(spec.value_type, tf.experimental.ExtensionType):
+        elif (isinstance(spec, tf.TypeSpec) and isinstance(getattr(spec, "value_type", None), type)
+                and issubclass(spec.value_type, tf.experimental.ExtensionType)):
             kind = f"{kind} (an extension type: save its tensors in a dict or a tuple)"
         elif kind in _UNSUPPORTED_HINTS:
             what, todo = _UNSUPPORTED_HINTS[kind]
@@ -3077,10 +3077,10 @@ def _same_place(a: str, b: str) -> bool:
 
 
 def _place(path: str) -> str:
-    """The place `path` names, as `_same_place` compares them: resolved where local (where
-    Python's file system encoding can name it: no file of it is Python's to resolve in an
-    ASCII locale, where load and verify of a missing one, which only TensorFlow opens,
-    failed with a UnicodeEncodeError naming nothing)."""
+    """The place `path` names, as `_same_place` compares them: resolved where local and
+    Python's file system encoding can name it. (A name it cannot give, in an ASCII locale
+    with UTF-8 mode off, only TensorFlow opens; resolving it failed with a UnicodeEncodeError
+    naming nothing, in load and verify of a missing file.)"""
     if not _is_local(path):
         return path
     try:
