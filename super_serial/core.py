@@ -2676,6 +2676,14 @@ def _save_records(dataset, tfrecord_path, header_path, planned, batch_records,
             f"save {header_path}: {path}, a file of the dataset saved there before, could not "
             f"be removed ({reason}); the new dataset does not use it",
             UserWarning, stacklevel=3)  # the user's call of save
+    if files.unread is not None and files.unread[1] != []:
+        reason, left = files.unread
+        named = "any it listed (the folder cannot be listed)" if left is None else ", ".join(
+            left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+        warnings.warn(
+            f"save {header_path}: the header saved there before could not be read ({reason}), "
+            f"so the record files it listed could not be known, and were left: {named}; the "
+            "new dataset does not use them", UserWarning, stacklevel=3)
     if late:
         _warn_oversized(tfrecord_path, *late)
     return header, written
@@ -4070,6 +4078,9 @@ class _RecordFiles:
         self._aborted = False
         self.committing = False  # from the last write on: errors are of putting files in place
         self.unremoved: list = []  # (path, reason): old shards commit could not remove
+        # (reason, files): the old header could not be read, and the files named as this
+        # save's shards are, which it may have listed, were left (None: no listing)
+        self.unread: tuple | None = None
         try:
             self._start(num_shards, shard_size)
         except BaseException as error:  # too many files open, say: what was made goes again
@@ -4264,6 +4275,7 @@ class _RecordFiles:
         header = make_header(shards)
         with _commit_lock(self.folder, _dirname(header_path)):
             stale = self._old_shards(header_path) - set(names)
+            refused = _refusal(header_path) if tf.io.gfile.exists(header_path) else None
             header_temp = _temp_name(header_path, self.token)
             self.temp_paths.append(header_temp)
             _write_header(header_temp, header, header_path)
@@ -4274,6 +4286,8 @@ class _RecordFiles:
                 reason = _remove_quietly(path)  # warned of once the save is done
                 if reason is not None:
                     self.unremoved.append((path, reason))
+            if refused is not None:  # its list unknown: files that may be on it are left
+                self.unread = (refused, self._other_save_names(names))
             # The old header moved aside goes last: a save killed before it removed the old
             # files leaves it, and the next save removes the files it lists then
             for backup in aside[::-1]:
@@ -4283,6 +4297,16 @@ class _RecordFiles:
                 _remove_dead_temporaries(self.path, header_path, names)
         self._release()
         return header
+
+    def _other_save_names(self, names: list) -> list | None:
+        """The files beside the records named as a save to this path names its records, but
+        for `names`; None where the folder cannot be listed."""
+        try:
+            listed = tf.io.gfile.listdir(_listable(self.folder))
+        except tf.errors.OpError:
+            return None
+        return sorted(_join(self.folder, n) for n in listed
+                      if _is_save_name(n, self.base) and n not in names)
 
     def _old_shards(self, header_path: str) -> set:
         """Record files of the header being replaced (`_listed_record_files`), so that a save
@@ -4970,7 +4994,13 @@ def merge(part_paths, tfrecord_path, header_path=None) -> dict:
         # before or after, never between the two
         with _commit_lock(_dirname(header_path)):
             _write_header(temp, merged, header_path)
-            tf.io.gfile.rename(temp, header_path, overwrite=True)
+            try:
+                tf.io.gfile.rename(temp, header_path, overwrite=True)
+            except tf.errors.OpError as e:  # TensorFlow's message names the temporary, gone
+                if type(e) is tf.errors.OpError:
+                    raise
+                raise type(e)(e.node_def, e.op,
+                              f"{header_path}; {_file_reason(temp, e)}") from e
     except BaseException as error:
         _remove_quietly(temp)
         _remove_empty_folders(made)  # as a failed save leaves none

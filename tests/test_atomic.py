@@ -448,6 +448,27 @@ def test_a_merge_whose_header_cannot_be_written_names_it(tmp_path, monkeypatch,
         name for part in parts for name in (Path(part).name, Path(part).name + ".header.yaml"))
 
 
+def test_a_merge_whose_header_cannot_be_replaced_names_the_header(tmp_path, monkeypatch):
+    """Another user's header in a folder with the sticky bit: TensorFlow's error named the
+    merge's temporary, removed by then, not the header it may not replace (helper-134;
+    test_permissions.py has this as another user, where it can run)."""
+    parts = [str(tmp_path / f"part{i}.tfrecord") for i in range(2)]
+    for part in parts:
+        save(wide(5), part)
+    header_path = str(tmp_path / "all.header.yaml")
+
+    def refused(source, destination, overwrite=False):
+        raise tf.errors.PermissionDeniedError(None, None, f"{source}; Operation not permitted")
+
+    monkeypatch.setattr(tf.io.gfile, "rename", refused)
+    with pytest.raises(tf.errors.PermissionDeniedError) as caught:
+        merge(parts, str(tmp_path / "all.tfrecord"), header_path)
+    assert caught.value.message == (
+        f"{header_path}: nothing was merged: {header_path}; Operation not permitted")
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        name for part in parts for name in (Path(part).name, Path(part).name + ".header.yaml"))
+
+
 def test_write_error_in_one_shard_keeps_previous_shards(tmp_path, counting_writer):
     tfrecord_path, dataset, before = three_shards(tmp_path)
     counting_writer["fail_after"] = 100
@@ -1128,6 +1149,45 @@ def test_fewer_shards_leave_no_stale_files(tmp_path, first, second):
     assert set(os.listdir(tmp_path)) == expected
     assert len(header["shards"]) == second
     assert_same_elements(replacement, load(tfrecord_path))
+
+
+@pytest.mark.parametrize("listable", [True, False])
+def test_old_shards_of_a_header_that_cannot_be_read_are_named_as_left(tmp_path, monkeypatch,
+                                                                      listable):
+    """The old header another user may not read (in a folder one may write in: replaced as
+    any file there) lists shards that cannot be known, so none is removed; the save said
+    nothing of them, files of no header left for good (helper-134; test_permissions.py has
+    this as another user, where it can run). Root reads every file: its refusal is made."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    header_path = tfrecord_path + ".header.yaml"
+    save(wide(40), tfrecord_path, num_shards=4)
+    refused, read = core._refusal, core._read_header
+    monkeypatch.setattr(core, "_refusal", lambda path: "Permission denied" if path == header_path
+                        else refused(path))
+
+    def unreadable(path, *args):
+        if path == header_path:
+            raise core.HeaderError(f"{path}: cannot read header: Permission denied")
+        return read(path, *args)
+
+    monkeypatch.setattr(core, "_read_header", unreadable)
+    if not listable:
+        monkeypatch.setattr(tf.io.gfile, "listdir", lambda path: (_ for _ in ()).throw(
+            tf.errors.PermissionDeniedError(None, None, f"{path}; Permission denied")))
+    with pytest.warns(UserWarning) as caught:
+        save(wide(9, offset=4.0), tfrecord_path, num_shards=2)
+    monkeypatch.undo()
+    left = [f"{tfrecord_path}-0000{i}-of-00004" for i in range(4)]
+    named = (f"{left[0]}, {left[1]}, {left[2]} and 1 more" if listable
+             else "any it listed (the folder cannot be listed)")
+    assert [str(w.message) for w in caught] == [
+        f"save {header_path}: the header saved there before could not be read (Permission "
+        f"denied), so the record files it listed could not be known, and were left: {named}; "
+        "the new dataset does not use them"]
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [os.path.basename(path) for path in left] + ["data.tfrecord.header.yaml"]
+        + [f"data.tfrecord-0000{i}-of-00002" for i in range(2)])
+    assert_same_elements(wide(9, offset=4.0), load(tfrecord_path))
 
 
 def test_overwrite_removes_only_its_own_shards(tmp_path):
