@@ -5094,8 +5094,8 @@ def load(
     """Loads records saved by `save` (or by the original super_serial module) as a dataset.
 
     Works eagerly and inside `tf.function`. Records are parsed in blocks with
-    `tf.io.parse_example`, shards are read in parallel, and the record counts and file sizes
-    in the header are checked.
+    `tf.io.parse_example`, the shards of `num_shards` (or any, with `deterministic=False`)
+    read in parallel, and the record counts and file sizes in the header are checked.
 
     Args:
       tfrecord_path: The path given to `save` (shards are found from the header).
