@@ -4275,7 +4275,11 @@ class _RecordFiles:
         header = make_header(shards)
         with _commit_lock(self.folder, _dirname(header_path)):
             stale = self._old_shards(header_path) - set(names)
-            refused = _refusal(header_path) if tf.io.gfile.exists(header_path) else None
+            # (Where the records' default header is another, an old header here lists none
+            # a save removes, read or not: the files beside them are that header's)
+            default = default_header_path(self.path)
+            refused = (_refusal(header_path) if tf.io.gfile.exists(header_path) and (
+                _same_place(header_path, default) or not tf.io.gfile.exists(default)) else None)
             header_temp = _temp_name(header_path, self.token)
             self.temp_paths.append(header_temp)
             _write_header(header_temp, header, header_path)

@@ -1190,6 +1190,25 @@ def test_old_shards_of_a_header_that_cannot_be_read_are_named_as_left(tmp_path, 
     assert_same_elements(wide(9, offset=4.0), load(tfrecord_path))
 
 
+def test_an_unreadable_header_elsewhere_names_no_file_of_the_default_headers_dataset(
+        tmp_path, monkeypatch):
+    """A save with a header path of its own, where the records' default header is there,
+    removes no file beside the records whatever the old header listed (they are the default
+    header's): an old header there that cannot be read named the default header's files as
+    left over, which a user would then delete (helper-137)."""
+    tfrecord_path = str(tmp_path / "data.tfrecord")
+    other = str(tmp_path / "other.header.yaml")
+    save(wide(30), tfrecord_path, num_shards=3)
+    save(wide(10), str(tmp_path / "x.tfrecord"), other)
+    refusal = core._refusal
+    monkeypatch.setattr(core, "_refusal", lambda path: "Permission denied" if path == other
+                        else refusal(path))
+    save(wide(5, offset=1.0), tfrecord_path, other, num_shards=2)  # a warning fails the suite
+    monkeypatch.undo()
+    assert_same_elements(wide(30), load(tfrecord_path))  # the default header's, intact
+    assert_same_elements(wide(5, offset=1.0), load(tfrecord_path, other))
+
+
 def test_overwrite_removes_only_its_own_shards(tmp_path):
     """Re-using a header path for another record path must not delete the first one's data."""
     header_path = str(tmp_path / "shared.header.yaml")
