@@ -4274,12 +4274,8 @@ class _RecordFiles:
         )
         header = make_header(shards)
         with _commit_lock(self.folder, _dirname(header_path)):
-            stale = self._old_shards(header_path) - set(names)
-            # (Where the records' default header is another, an old header here lists none
-            # a save removes, read or not: the files beside them are that header's)
-            default = default_header_path(self.path)
-            refused = (_refusal(header_path) if tf.io.gfile.exists(header_path) and (
-                _same_place(header_path, default) or not tf.io.gfile.exists(default)) else None)
+            stale, refused = self._old_shards(header_path)
+            stale -= set(names)
             header_temp = _temp_name(header_path, self.token)
             self.temp_paths.append(header_temp)
             _write_header(header_temp, header, header_path)
@@ -4290,7 +4286,7 @@ class _RecordFiles:
                 reason = _remove_quietly(path)  # warned of once the save is done
                 if reason is not None:
                     self.unremoved.append((path, reason))
-            if refused is not None:  # its list unknown: files that may be on it are left
+            if refused is not None:
                 self.unread = (refused, self._other_save_names(names))
             # The old header moved aside goes last: a save killed before it removed the old
             # files leaves it, and the next save removes the files it lists then
@@ -4312,12 +4308,16 @@ class _RecordFiles:
         return sorted(_join(self.folder, n) for n in listed
                       if _is_save_name(n, self.base) and n not in names)
 
-    def _old_shards(self, header_path: str) -> set:
+    def _old_shards(self, header_path: str) -> tuple[set, str | None]:
         """Record files of the header being replaced (`_listed_record_files`), so that a save
-        of fewer or other shards leaves none behind."""
-        if not tf.io.gfile.exists(header_path):
-            return set()  # not waited for where a killed save left its header's temporaries
-        return _listed_record_files(header_path, self.path, header_path)
+        of fewer or other shards leaves none behind; and why that header cannot be read, where
+        its files beside the records would be its own (None where it can)."""
+        if not tf.io.gfile.exists(header_path) or not _lists_files_here(header_path, self.path):
+            return set(), None  # not waited for where a killed save left its header's temporaries
+        refused = _refusal(header_path)
+        if refused is not None:  # its list unknown: files that may be on it are left
+            return set(), refused
+        return _files_listed(header_path, self.path), None
 
     def abort(self):
         self._aborted = True
@@ -4511,9 +4511,20 @@ def _listed_record_files(listing: str, tfrecord_path: str, header_path: str) -> 
     A header saved with its records elsewhere made a save here delete another dataset's
     shards of the same names. Only files named as a save to `tfrecord_path` names them: a
     merged header also lists its parts' files, and those belong to the parts."""
-    default = default_header_path(tfrecord_path)
-    if not _same_place(header_path, default) and tf.io.gfile.exists(default):
+    if not _lists_files_here(header_path, tfrecord_path):
         return set()
+    return _files_listed(listing, tfrecord_path)
+
+
+def _lists_files_here(header_path: str, tfrecord_path: str) -> bool:
+    """Whether the files named by the header at `header_path` beside `tfrecord_path` may be
+    its own (`_listed_record_files`): it is the records' default header, or there is none."""
+    default = default_header_path(tfrecord_path)
+    return _same_place(header_path, default) or not tf.io.gfile.exists(default)
+
+
+def _files_listed(listing: str, tfrecord_path: str) -> set:
+    """`_listed_record_files` where the header's files beside the records are its own."""
     try:
         old = _read_header(listing, tfrecord_path)
     except SuperSerialError:
